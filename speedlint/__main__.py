@@ -1,0 +1,3 @@
+from speedlint.cli import main
+
+main()

@@ -1,0 +1,194 @@
+"""Settings: `[tool.speedlint]` in pyproject.toml or a `speedlint.toml`, plus command-line overrides.
+
+The closest config file to each checked file wins (like ruff). When `target-torch-version` is not
+set, the project's declared torch requirement (pyproject dependencies, requirements*.txt) is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+CONFIG_FILES = ("speedlint.toml", ".speedlint.toml", "pyproject.toml")
+
+
+class ConfigError(ValueError):
+    """A config file or option that cannot be used: exit code 2 with this message."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    select: Tuple[str, ...] = ()
+    ignore: Tuple[str, ...] = ()
+    extend_select: Tuple[str, ...] = ()
+    per_file_ignores: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
+    exclude: Tuple[str, ...] = ()
+    extend_exclude: Tuple[str, ...] = ()
+    unsafe_fixes: bool = False
+    preview: bool = False
+    target_torch_version: Optional[Tuple[int, int]] = None
+    #: Folder of the config file these settings came from (patterns are relative to it).
+    root: Optional[str] = None
+    #: Options for fixers (e.g. accumulation_steps) given by the user.
+    fix_options: Tuple[Tuple[str, Any], ...] = ()
+
+    def fingerprint(self) -> str:
+        data = asdict(self)
+        data.pop("root", None)
+        return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def fix_option(self, name: str, default: Any = None) -> Any:
+        return dict(self.fix_options).get(name, default)
+
+
+_LIST_KEYS = {"select", "ignore", "extend-select", "exclude", "extend-exclude"}
+_BOOL_KEYS = {"unsafe-fixes", "preview"}
+KNOWN_KEYS = _LIST_KEYS | _BOOL_KEYS | {"per-file-ignores", "target-torch-version", "fix"}
+
+
+def parse_version(text: str) -> Tuple[int, int]:
+    m = re.match(r"^\s*(\d+)(?:\.(\d+))?", str(text))
+    if not m:
+        raise ConfigError(f"invalid torch version `{text}` (expected e.g. \"2.1\")")
+    return int(m.group(1)), int(m.group(2) or 0)
+
+
+def settings_from_table(table: Dict[str, Any], source: str, root: Optional[str]) -> Settings:
+    """Validate a `[tool.speedlint]` table. Unknown keys and bad values raise ConfigError."""
+    kwargs: Dict[str, Any] = {"root": root}
+    for key, value in table.items():
+        if key not in KNOWN_KEYS:
+            raise ConfigError(f"{source}: unknown key `{key}` in speedlint settings (known: {', '.join(sorted(KNOWN_KEYS))})")
+        attr = key.replace("-", "_")
+        if key in _LIST_KEYS:
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ConfigError(f"{source}: `{key}` must be a list of strings")
+            kwargs[attr] = tuple(value)
+        elif key in _BOOL_KEYS:
+            if not isinstance(value, bool):
+                raise ConfigError(f"{source}: `{key}` must be true or false")
+            kwargs[attr] = value
+        elif key == "per-file-ignores":
+            if not isinstance(value, dict) or not all(
+                isinstance(k, str) and isinstance(v, list) and all(isinstance(c, str) for c in v) for k, v in value.items()
+            ):
+                raise ConfigError(f"{source}: `per-file-ignores` must map glob patterns to lists of codes")
+            kwargs[attr] = tuple((k, tuple(v)) for k, v in value.items())
+        elif key == "target-torch-version":
+            if not isinstance(value, (str, int, float)):
+                raise ConfigError(f"{source}: `target-torch-version` must be a version string like \"2.1\"")
+            try:
+                kwargs[attr] = parse_version(str(value))
+            except ConfigError as exc:
+                raise ConfigError(f"{source}: {exc}") from None
+        elif key == "fix":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{source}: `fix` must be a table of fixer options")
+            kwargs["fix_options"] = tuple(sorted(value.items()))
+    from speedlint.analyzer.registry import SelectionError, validate_selectors
+
+    try:
+        validate_selectors([*kwargs.get("select", ()), *kwargs.get("ignore", ()), *kwargs.get("extend_select", ())])
+        for _, codes in kwargs.get("per_file_ignores", ()):
+            validate_selectors(codes)
+    except SelectionError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    return Settings(**kwargs)
+
+
+def _read_toml(path: Path) -> Dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def load_config_file(path: Path) -> Settings:
+    data = _read_toml(path)
+    if path.name == "pyproject.toml":
+        table = data.get("tool", {}).get("speedlint", {})
+    else:
+        table = data
+    settings = settings_from_table(table, str(path), str(path.parent))
+    if settings.target_torch_version is None:
+        settings = replace(settings, target_torch_version=declared_torch_version(path.parent))
+    return settings
+
+
+@lru_cache(maxsize=None)
+def find_config_file(directory: Path) -> Optional[Path]:
+    """The closest config file at or above `directory` (pyproject.toml only with [tool.speedlint])."""
+    for folder in [directory, *directory.parents]:
+        for name in CONFIG_FILES:
+            candidate = folder / name
+            if candidate.is_file():
+                if name == "pyproject.toml":
+                    try:
+                        if "speedlint" not in _read_toml(candidate).get("tool", {}):
+                            continue
+                    except ConfigError:
+                        continue
+                return candidate
+    return None
+
+
+_TORCH_REQ = re.compile(r"^\s*torch\s*(\[[^\]]*\])?\s*(?P<spec>[^;#]*)", re.I)
+
+
+def _min_version(spec: str) -> Optional[Tuple[int, int]]:
+    """The lowest torch version a requirement specifier admits (None when unbounded below)."""
+    lows = []
+    for part in spec.split(","):
+        part = part.strip()
+        m = re.match(r"(==|>=|~=|>|===)\s*(\d+(?:\.\d+)?)", part)
+        if m:
+            lows.append(parse_version(m.group(2)))
+            continue
+        m = re.match(r"(<|<=)\s*(\d+)(?:\.(\d+))?", part)
+        if m and int(m.group(2)) <= 2 and (m.group(1) == "<" and (m.group(3) in (None, "0"))):
+            lows.append((int(m.group(2)) - 1, 0))
+    return min(lows) if lows else None
+
+
+@lru_cache(maxsize=None)
+def declared_torch_version(root: Path) -> Optional[Tuple[int, int]]:
+    """The lowest torch version the project at `root` declares support for, if it says."""
+    specs = []
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file():
+        try:
+            data = _read_toml(pyproject)
+        except ConfigError:
+            data = {}
+        project = data.get("project", {})
+        deps = list(project.get("dependencies", []))
+        for extra in project.get("optional-dependencies", {}).values():
+            deps += list(extra)
+        specs += [d for d in deps if isinstance(d, str)]
+    for req in sorted(root.glob("requirements*.txt")):
+        try:
+            specs += req.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+    found = []
+    for line in specs:
+        m = _TORCH_REQ.match(line)
+        if m and not re.match(r"^\s*torch[a-z_-]", line, re.I):
+            v = _min_version(m.group("spec"))
+            if v is not None:
+                found.append(v)
+    return min(found) if found else None

@@ -1,0 +1,199 @@
+"""The engine: files -> pre-filter -> one parse -> one batched traversal -> findings.
+
+1. A file is parsed only when one of the enabled rules' trigger tokens occurs in its text.
+2. It is parsed once; all enabled rules run in one `visit_batched` traversal; the shared facts
+   (`FileContext`) are computed on first use and at most once.
+3. A per-file failure (syntax error, bad encoding, unreadable) becomes a `Diagnostic`; the run goes on.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple, Type
+
+import libcst as cst
+
+from speedlint.analyzer.config import Settings
+from speedlint.analyzer.context import FileContext
+from speedlint.analyzer.rule import Diagnostic, Edit, Finding, Rule
+from speedlint.analyzer.sources import Source, SourceError, read_source
+
+
+@dataclass
+class FileResult:
+    path: str
+    findings: List[Finding] = field(default_factory=list)
+    diagnostics: List[Diagnostic] = field(default_factory=list)
+    source: Optional[str] = None  # the text checked (for snippets); None when unread
+    parsed: bool = False
+
+
+@dataclass
+class Analysis:
+    """A parsed file with its findings, still tied to the tree (for the fix engine)."""
+
+    ctx: Optional[FileContext]
+    findings: List[Finding]
+    diagnostics: List[Diagnostic] = field(default_factory=list)
+
+
+@dataclass
+class Profile:
+    """Seconds per phase and per rule, summed over files (`--profile-rules`)."""
+
+    phases: Dict[str, float] = field(default_factory=dict)
+    rules: Dict[str, float] = field(default_factory=dict)
+    files: int = 0
+    parsed: int = 0
+
+    def add(self, phase: str, seconds: float) -> None:
+        self.phases[phase] = self.phases.get(phase, 0.0) + seconds
+
+    def merge(self, other: "Profile") -> None:
+        for k, v in other.phases.items():
+            self.add(k, v)
+        for k, v in other.rules.items():
+            self.rules[k] = self.rules.get(k, 0.0) + v
+        self.files += other.files
+        self.parsed += other.parsed
+
+
+def syntax_error_message(exc: Exception) -> str:
+    if isinstance(exc, cst.ParserSyntaxError):
+        return f"syntax error at {exc.raw_line}:{exc.raw_column + 1}: {exc.message}"
+    return f"cannot parse: {exc}"
+
+
+def analyze_text(
+    text: str,
+    path: str,
+    rules: Sequence[Type[Rule]],
+    settings: Settings,
+    profile: Optional[Profile] = None,
+) -> Analysis:
+    """Lint source text. Never raises for bad input: failures become diagnostics."""
+    t0 = time.perf_counter()
+    enabled = [r for r in rules if r.can_fire_on(text)]
+    t1 = time.perf_counter()
+    if profile is not None:
+        profile.add("pre-filter", t1 - t0)
+        profile.files += 1
+    if not enabled:
+        return Analysis(None, [])
+    try:
+        module = cst.parse_module(text)
+    except Exception as exc:  # ParserSyntaxError, and anything LibCST chokes on
+        return Analysis(None, [], [Diagnostic(path, syntax_error_message(exc))])
+    t2 = time.perf_counter()
+    ctx = FileContext(path, text, module, settings)
+    visitors = [rule(ctx) for rule in enabled]
+    if profile is not None:
+        profile.add("parse", t2 - t1)
+        profile.parsed += 1
+        visitors = [_Timed(v, profile) for v in visitors]  # type: ignore[misc]
+    try:
+        ctx.wrapper.visit_batched(visitors)
+    except RecursionError:
+        return Analysis(None, [], [Diagnostic(path, "file too deeply nested to analyse")])
+    t3 = time.perf_counter()
+    findings: List[Finding] = []
+    for visitor in visitors:
+        rule = visitor.rule if isinstance(visitor, _Timed) else visitor
+        for report in rule.reports:
+            findings.append(_finding(ctx, rule, report))
+    findings.sort(key=Finding.sort_key)
+    if profile is not None:
+        profile.add("rules", t3 - t2)
+        profile.add("positions", time.perf_counter() - t3)
+    return Analysis(ctx, findings)
+
+
+def _finding(ctx: FileContext, rule: Rule, report) -> Finding:  # type: ignore[no-untyped-def]
+    pos = ctx.position(report.node)
+    edits: Tuple[Edit, ...] = ()
+    fix = report.fix
+    if fix is not None and fix.replacements:
+        edits = tuple(_edit(ctx, node, new) for node, new in fix.replacements)
+    return Finding(
+        code=rule.code,
+        name=rule.name,
+        message=report.message,
+        path=ctx.path,
+        line=pos.start.line,
+        column=pos.start.column + 1,
+        end_line=pos.end.line,
+        end_column=pos.end.column + 1,
+        impact=report.impact,
+        fix=fix,
+        edits=edits,
+        status=rule.status,
+    )
+
+
+def _edit(ctx: FileContext, node: cst.CSTNode, new) -> Edit:  # type: ignore[no-untyped-def]
+    pos = ctx.position(node)
+    if isinstance(new, cst.CSTNode):
+        content = ctx.module.code_for_node(new)
+    elif isinstance(new, cst.FlattenSentinel):
+        content = "".join(ctx.module.code_for_node(n) for n in new.nodes)
+    else:
+        content = ""
+    return Edit(pos.start.line, pos.start.column, pos.end.line, pos.end.column, content)
+
+
+class _Timed(cst.BatchableCSTVisitor):
+    """Wraps a rule to time its visit methods (only with --profile-rules)."""
+
+    def __init__(self, rule: Rule, profile: Profile) -> None:
+        super().__init__()
+        self.rule = rule
+        self.profile = profile
+
+    def get_visitors(self):  # type: ignore[no-untyped-def]
+        code = self.rule.code
+        rules = self.profile.rules
+
+        def timed(fn):  # type: ignore[no-untyped-def]
+            def run(node):  # type: ignore[no-untyped-def]
+                t = time.perf_counter()
+                try:
+                    return fn(node)
+                finally:
+                    rules[code] = rules.get(code, 0.0) + time.perf_counter() - t
+
+            return run
+
+        return {name: timed(fn) for name, fn in self.rule.get_visitors().items()}
+
+
+def check_file(
+    path: str,
+    rules: Sequence[Type[Rule]],
+    settings: Settings,
+    display_path: Optional[str] = None,
+    profile: Optional[Profile] = None,
+) -> FileResult:
+    shown = display_path or path
+    t0 = time.perf_counter()
+    try:
+        source = read_source(path)
+    except SourceError as exc:
+        return FileResult(shown, diagnostics=[Diagnostic(shown, str(exc))])
+    if profile is not None:
+        profile.add("read", time.perf_counter() - t0)
+    return check_source(source, shown, rules, settings, profile)
+
+
+def check_source(
+    source: Source,
+    path: str,
+    rules: Sequence[Type[Rule]],
+    settings: Settings,
+    profile: Optional[Profile] = None,
+) -> FileResult:
+    from speedlint.analyzer.suppress import apply_suppressions
+
+    analysis = analyze_text(source.text, path, rules, settings, profile)
+    findings = apply_suppressions(analysis.findings, source.text, settings, path)
+    return FileResult(path, findings, analysis.diagnostics, source.text, analysis.ctx is not None)

@@ -1,0 +1,476 @@
+"""Where the training step is: torch-aware structure of one module, computed once per file.
+
+One pass over the module records parents, functions, classes, loops and the calls each loop
+body and function body makes. From that:
+
+* a **training-step loop** is a loop whose body, directly or through functions and methods of the
+  same module that it calls (transitively), runs a `backward()` and an optimizer step
+  (`opt.step()`, `scaler.step(opt)`), and that contains no smaller such loop;
+* an **epoch loop** contains a training-step loop (lexically or through calls);
+* **step functions** run once per step (called from a step loop's body), **epoch functions** once
+  per epoch;
+* an **eval loop** is a loop with no backward inside `no_grad`/`inference_mode`, after
+  `model.eval()`, or in a function whose name says eval/valid/test/predict/infer;
+* **per-sample functions** are `Dataset.__getitem__`, functions passed as `collate_fn`, and the
+  same-file functions they call.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple, Union
+
+import libcst as cst
+
+from speedlint.analyzer.providers.names import ImportMap, dotted
+
+Loop = Union[cst.For, cst.While]
+Unit = Union[cst.For, cst.While, cst.FunctionDef]
+
+EVAL_NAME = re.compile(r"(^|_)(eval|evaluate|evaluation|valid|validate|validation|val|test|testing|predict|prediction|infer|inference)(_|$)|^(eval|valid|test|predict|infer)", re.I)
+GRAD_OFF = ("torch.no_grad", "torch.inference_mode")
+SCHEDULER_HINT = re.compile(r"sched|(^|_)lr(_|$)|warmup", re.I)
+
+
+@dataclass(eq=False)
+class UnitInfo:
+    node: Unit
+    function: Optional[cst.FunctionDef]  # the function a loop is in (None at module level)
+    calls: List[cst.Call] = field(default_factory=list)
+    callees: Set[cst.FunctionDef] = field(default_factory=set)
+    backward: bool = False
+    step: bool = False
+    inner_loops: List[Loop] = field(default_factory=list)  # lexically nested, same function
+
+
+class _Walker(cst.CSTVisitor):
+    """Records parents and per-unit calls in one traversal."""
+
+    def __init__(self, facts: "TorchFacts") -> None:
+        super().__init__()
+        self.f = facts
+        self.nodes: List[cst.CSTNode] = []
+        self.units: List[UnitInfo] = []
+        self.classes: List[cst.ClassDef] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.nodes:
+            self.f.parents[node] = self.nodes[-1]
+        self.f.order[node] = len(self.f.order)
+        self.nodes.append(node)
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        super().on_leave(original_node)
+        self.nodes.pop()
+
+    # -- units ----------------------------------------------------------------------------
+    def _innermost_function(self) -> Optional[cst.FunctionDef]:
+        for u in reversed(self.units):
+            if isinstance(u.node, cst.FunctionDef):
+                return u.node
+        return None
+
+    def _push_loop(self, node: Loop) -> UnitInfo:
+        info = UnitInfo(node, self._innermost_function())
+        for u in reversed(self.units):
+            if isinstance(u.node, cst.FunctionDef):
+                break
+            u.inner_loops.append(node)
+        self.f.units[node] = info
+        self.f.loops.append(node)
+        if info.function is not None:
+            self.f.units[info.function].inner_loops.append(node)
+        self.units.append(info)
+        return info
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.classes.append(node)
+        self.f.class_defs.setdefault(node.name.value, []).append(node)
+
+    def leave_ClassDef(self, node: cst.ClassDef) -> None:
+        self.classes.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        parent = self.nodes[-2] if len(self.nodes) >= 2 else None
+        owner = None
+        if isinstance(parent, cst.IndentedBlock) and self.classes:
+            cls_parent = self.f.parents.get(parent)
+            if cls_parent is self.classes[-1]:
+                owner = self.classes[-1]
+        self.f.function_class[node] = owner
+        if owner is None:
+            self.f.functions.setdefault(node.name.value, []).append(node)
+        else:
+            self.f.methods.setdefault((owner.name.value, node.name.value), []).append(node)
+        self.f.all_functions.append(node)
+        info = UnitInfo(node, self._innermost_function())
+        self.f.units[node] = info
+        self.units.append(info)
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.units.pop()
+
+    def visit_For(self, node: cst.For) -> bool:
+        # `target`/`iter` run once; the body runs per iteration; `else` once.
+        for attr in (node.target, node.iter):
+            attr.visit(self)
+        self._push_loop(node)
+        node.body.visit(self)
+        self.units.pop()
+        if node.orelse is not None:
+            node.orelse.visit(self)
+        return False
+
+    def visit_While(self, node: cst.While) -> bool:
+        self._push_loop(node)
+        node.test.visit(self)
+        node.body.visit(self)
+        self.units.pop()
+        if node.orelse is not None:
+            node.orelse.visit(self)
+        return False
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if isinstance(node.value, cst.Call):
+            self.f._note_scheduler(node)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.f.calls.append(node)
+        for u in reversed(self.units):
+            u.calls.append(node)
+            if isinstance(u.node, cst.FunctionDef):
+                break
+        for kw in node.args:
+            if kw.keyword is not None and kw.keyword.value == "collate_fn":
+                self.f._collate_refs.append(kw.value)
+
+
+class TorchFacts:
+    """Training-step, epoch, eval and per-sample structure of one module."""
+
+    def __init__(self, module: cst.Module, imports: ImportMap) -> None:
+        self.module = module
+        self.imports = imports
+        self.parents: Dict[cst.CSTNode, cst.CSTNode] = {}
+        self.units: Dict[Unit, UnitInfo] = {}
+        self.loops: List[Loop] = []
+        self.calls: List[cst.Call] = []
+        self.functions: Dict[str, List[cst.FunctionDef]] = {}
+        self.methods: Dict[Tuple[str, str], List[cst.FunctionDef]] = {}
+        self.all_functions: List[cst.FunctionDef] = []
+        self.function_class: Dict[cst.FunctionDef, Optional[cst.ClassDef]] = {}
+        self.class_defs: Dict[str, List[cst.ClassDef]] = {}
+        self._collate_refs: List[cst.BaseExpression] = []
+        self.order: Dict[cst.CSTNode, int] = {}
+        self._scheduler_names: Set[str] = set()
+        module.visit(_Walker(self))
+        for info in self.units.values():
+            for call in info.calls:
+                info.callees.update(self.resolve_call(call, info))
+                if self._is_backward(call):
+                    info.backward = True
+                elif self._is_optimizer_step(call):
+                    info.step = True
+        self._memo: Dict[Tuple[str, cst.CSTNode], bool] = {}
+        self.step_loops: Set[Loop] = set()
+        self.epoch_loops: Set[Loop] = set()
+        self._classify()
+
+    # -- call classification ---------------------------------------------------------------
+    def _note_scheduler(self, node: cst.Assign) -> None:
+        call = node.value
+        assert isinstance(call, cst.Call)
+        q = self.imports.qualname(call.func)
+        func_name = dotted(call.func) or ""
+        if (q and q.startswith("torch.optim.lr_scheduler")) or re.search(
+            r"(Scheduler|LR|Annealing\w*|get_\w*schedule\w*)$", func_name
+        ):
+            for t in node.targets:
+                name = dotted(t.target)
+                if name:
+                    self._scheduler_names.add(name)
+
+    def _is_backward(self, call: cst.Call) -> bool:
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("backward", "manual_backward"):
+            return True
+        return self.imports.matches(func, "torch.autograd.backward")
+
+    def _is_optimizer_step(self, call: cst.Call) -> bool:
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("step", "optimizer_step"):
+            return False
+        receiver = dotted(func.value) or ""
+        if receiver in self._scheduler_names:
+            return False
+        tail = receiver.rsplit(".", 1)[-1]
+        return not SCHEDULER_HINT.search(tail)
+
+    def is_backward(self, call: cst.Call) -> bool:
+        return self._is_backward(call)
+
+    def is_optimizer_step(self, call: cst.Call) -> bool:
+        return self._is_optimizer_step(call)
+
+    def resolve_call(self, call: cst.Call, where: Optional[UnitInfo] = None) -> List[cst.FunctionDef]:
+        """Same-module functions/methods a call may run (`f(...)`, `self.f(...)`, `Cls.f(...)`)."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            found = list(self.functions.get(func.value, ()))
+            if func.value in self.class_defs:  # constructing a class runs its __init__
+                for cls in self.class_defs[func.value]:
+                    found += self.methods.get((cls.name.value, "__init__"), [])
+            return found
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            owner_name = func.value.value
+            if owner_name in ("self", "cls"):
+                fn = self.enclosing_function(call)
+                cls = self.function_class.get(fn) if fn is not None else None
+                while cls is None and fn is not None:  # nested helper inside a method
+                    fn = self.enclosing_function(fn)
+                    cls = self.function_class.get(fn) if fn is not None else None
+                if cls is not None:
+                    return self._methods_in_hierarchy(cls, func.attr.value)
+            elif owner_name in self.class_defs:
+                return list(self.methods.get((owner_name, func.attr.value), ()))
+        return []
+
+    def _methods_in_hierarchy(self, cls: cst.ClassDef, name: str, seen: Optional[Set[str]] = None) -> List[cst.FunctionDef]:
+        seen = seen or set()
+        if cls.name.value in seen:
+            return []
+        seen.add(cls.name.value)
+        found = list(self.methods.get((cls.name.value, name), ()))
+        if found:
+            return found
+        for base in cls.bases:
+            base_name = dotted(base.value)
+            for base_cls in self.class_defs.get(base_name or "", ()):
+                found += self._methods_in_hierarchy(base_cls, name, seen)
+        return found
+
+    # -- transitive facts ----------------------------------------------------------------
+    def _reach(self, unit: Unit, attr: str, stack: Optional[Set[cst.CSTNode]] = None) -> bool:
+        key = (attr, unit)
+        if key in self._memo:
+            return self._memo[key]
+        stack = stack or set()
+        if unit in stack:
+            return False
+        stack.add(unit)
+        info = self.units[unit]
+        result = getattr(info, attr) or any(self._reach(fn, attr, stack) for fn in info.callees)
+        stack.discard(unit)
+        self._memo[key] = result
+        return result
+
+    def reaches_backward(self, unit: Unit) -> bool:
+        return self._reach(unit, "backward")
+
+    def reaches_step(self, unit: Unit) -> bool:
+        return self._reach(unit, "step")
+
+    def callees_closure(self, units: Iterable[Unit]) -> Set[cst.FunctionDef]:
+        """Every same-module function run (transitively) from the given loop or function bodies."""
+        seen: Set[cst.FunctionDef] = set()
+        todo = [fn for u in units for fn in self.units[u].callees]
+        while todo:
+            fn = todo.pop()
+            if fn in seen:
+                continue
+            seen.add(fn)
+            todo.extend(self.units[fn].callees)
+        return seen
+
+    def inner_loops(self, loop: Loop) -> Set[Loop]:
+        """Loops run inside `loop`'s body: nested lexically or in functions it calls."""
+        result: Set[Loop] = set(self.units[loop].inner_loops)
+        for fn in self.callees_closure([loop]):
+            result.update(self.units[fn].inner_loops)
+        result.discard(loop)
+        return result
+
+    def _classify(self) -> None:
+        sat = {loop for loop in self.loops if self.reaches_backward(loop) and self.reaches_step(loop)}
+        for loop in sat:
+            if not (self.inner_loops(loop) & sat):
+                self.step_loops.add(loop)
+        for loop in self.loops:
+            if loop not in self.step_loops and self.inner_loops(loop) & self.step_loops:
+                self.epoch_loops.add(loop)
+        self.step_functions: Set[cst.FunctionDef] = self.callees_closure(self.step_loops)
+        self.epoch_functions: Set[cst.FunctionDef] = self.callees_closure(self.epoch_loops) - self.step_functions
+        self.forward_functions: Set[cst.FunctionDef] = {
+            fn for (cls, name), fns in self.methods.items() if name == "forward" for fn in fns
+        }
+        self.sample_functions: Set[cst.FunctionDef] = self._per_sample_functions()
+        self.eval_loops: Set[Loop] = {loop for loop in self.loops if self._is_eval_loop(loop)}
+        # keep only the outermost eval loops: that is the per-batch loop
+        self.eval_loops = {
+            loop for loop in self.eval_loops
+            if not any(isinstance(a, (cst.For, cst.While)) and a in self.eval_loops for a in self.ancestors(loop))
+        }
+
+    def _per_sample_functions(self) -> Set[cst.FunctionDef]:
+        roots: Set[cst.FunctionDef] = set()
+        for (cls, name), fns in self.methods.items():
+            if name == "__getitem__" or name == "__getitems__":
+                roots.update(fns)
+        for ref in self._collate_refs:
+            if isinstance(ref, cst.Name):
+                roots.update(self.functions.get(ref.value, ()))
+            elif isinstance(ref, cst.Attribute) and isinstance(ref.value, cst.Name) and ref.value.value == "self":
+                for (cls, name), fns in self.methods.items():
+                    if name == ref.attr.value:
+                        roots.update(fns)
+        for (cls, name), fns in self.methods.items():
+            if name == "__call__" and re.search(r"collat", cls, re.I):
+                roots.update(fns)
+        return roots | self.callees_closure(roots)
+
+    # -- eval loops ------------------------------------------------------------------------
+    def _is_eval_loop(self, loop: Loop) -> bool:
+        if loop in self.step_loops or loop in self.epoch_loops or self.reaches_backward(loop):
+            return False
+        if self.grad_disabled_at(loop):
+            return True
+        fn = self.enclosing_function(loop)
+        if fn is None:
+            return False
+        if EVAL_NAME.search(fn.name.value):
+            return True
+        return self._eval_called_before(fn, loop)
+
+    def _eval_called_before(self, fn: cst.FunctionDef, loop: Loop) -> bool:
+        for call in self.units[fn].calls:
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "eval" and not call.args:
+                if self.is_before(call, loop):
+                    return True
+        return False
+
+    def is_before(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+        """Whether `a` comes before `b` in source order."""
+        return self.order.get(a, -1) < self.order.get(b, -1)
+
+    # -- queries about a node --------------------------------------------------------------
+    def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        return self.parents.get(node)
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        node = self.parents.get(node)
+        while node is not None:
+            yield node
+            node = self.parents.get(node)
+
+    def enclosing_function(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+        for a in self.ancestors(node):
+            if isinstance(a, cst.FunctionDef):
+                return a
+        return None
+
+    def enclosing_class(self, node: cst.CSTNode) -> Optional[cst.ClassDef]:
+        fn = self.enclosing_function(node)
+        while fn is not None:
+            cls = self.function_class.get(fn)
+            if cls is not None:
+                return cls
+            fn = self.enclosing_function(fn)
+        return None
+
+    def _body_ancestors(self, node: cst.CSTNode) -> Iterator[Unit]:
+        """Loops whose per-iteration part contains `node`, and the enclosing functions, innermost first."""
+        child = node
+        for a in self.ancestors(node):
+            if isinstance(a, cst.For) and child is a.body:
+                yield a
+            elif isinstance(a, cst.While) and (child is a.body or child is a.test):
+                yield a
+            elif isinstance(a, cst.FunctionDef) and child is a.body:
+                yield a
+            child = a
+
+    def step_of(self, node: cst.CSTNode) -> Optional[Unit]:
+        """The step loop or step function whose every iteration runs `node`, if any."""
+        for unit in self._body_ancestors(node):
+            if unit in self.step_loops or unit in self.step_functions:
+                return unit
+            if isinstance(unit, cst.FunctionDef) and unit not in self.step_functions:
+                return None
+        return None
+
+    def in_training_step(self, node: cst.CSTNode) -> bool:
+        return self.step_of(node) is not None
+
+    def epoch_of(self, node: cst.CSTNode) -> Optional[Unit]:
+        """The epoch loop or per-epoch function running `node` once per epoch (not per step)."""
+        if self.in_training_step(node):
+            return None
+        for unit in self._body_ancestors(node):
+            if unit in self.epoch_loops or unit in self.epoch_functions:
+                return unit
+            if isinstance(unit, cst.FunctionDef):
+                return None
+        return None
+
+    def eval_loop_of(self, node: cst.CSTNode) -> Optional[Loop]:
+        for unit in self._body_ancestors(node):
+            if unit in self.eval_loops:
+                return unit  # type: ignore[return-value]
+            if isinstance(unit, cst.FunctionDef):
+                return None
+        return None
+
+    def in_loop(self, node: cst.CSTNode) -> Optional[Loop]:
+        """The innermost loop (same function) whose body runs `node` repeatedly."""
+        for unit in self._body_ancestors(node):
+            if isinstance(unit, cst.FunctionDef):
+                return None
+            return unit  # type: ignore[return-value]
+        return None
+
+    def sample_function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+        fn = self.enclosing_function(node)
+        while fn is not None:
+            if fn in self.sample_functions:
+                return fn
+            fn = self.enclosing_function(fn)
+        return None
+
+    def is_eval_function(self, fn: cst.FunctionDef) -> bool:
+        return bool(EVAL_NAME.search(fn.name.value)) and not self.reaches_backward(fn)
+
+    def grad_disabled_at(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        """The `with no_grad()/inference_mode()` or decorated function that covers `node`."""
+        for a in self.ancestors(node):
+            if isinstance(a, cst.With) and any(self.is_grad_off(item.item) for item in a.items):
+                return a
+            if isinstance(a, cst.FunctionDef) and any(self.is_grad_off(d.decorator) for d in a.decorators):
+                return a
+        return None
+
+    def is_grad_off(self, expr: cst.BaseExpression) -> bool:
+        target = expr.func if isinstance(expr, cst.Call) else expr
+        return self.imports.matches(target, *GRAD_OFF)
+
+    def guarding_ifs(self, node: cst.CSTNode, boundary: Optional[cst.CSTNode] = None) -> List[cst.CSTNode]:
+        """`if`/ternary/`except` constructs between `node` and `boundary` (exclusive)."""
+        found: List[cst.CSTNode] = []
+        child = node
+        for a in self.ancestors(node):
+            if a is boundary:
+                break
+            if isinstance(a, cst.If) and child is not a.test:
+                found.append(a)
+            elif isinstance(a, cst.IfExp) and child is not a.test:
+                found.append(a)
+            elif isinstance(a, (cst.ExceptHandler, cst.ExceptStarHandler)):
+                found.append(a)
+            elif isinstance(a, cst.BooleanOperation) and child is a.right:
+                found.append(a)
+            child = a
+        return found
+
+

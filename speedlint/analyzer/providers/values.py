@@ -1,0 +1,576 @@
+"""Value tracing: what value reaches an argument, as far as one module shows.
+
+Resolves literals, module constants, function defaults (and same-file call sites that override
+them), argparse `add_argument(..., default=...)` reached through `args.x`/`opt.x`/`self.args.x`,
+class attributes of config classes, `self.x = ...` attributes, literal dicts and `dict(...)`
+(with later `d["k"] = v` / `d.update(...)` in the same function) passed as `**kwargs` or read
+as `cfg["k"]`, `cfg.get("k", default)` (the default, marked uncertain, when the dict itself is
+unknown), conditionals (both branches), and same-file helpers returning a constant.
+
+`None` means "cannot be known statically": rules stay silent on it.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+import libcst as cst
+
+from speedlint.analyzer.providers.names import dotted
+from speedlint.analyzer.providers.training import TorchFacts
+
+_MAX_DEPTH = 12
+Scope = Optional[cst.CSTNode]  # a FunctionDef, a ClassDef (class body), or None (module)
+
+
+@dataclass(frozen=True)
+class Value:
+    """The possible values of an expression (several when it goes through a conditional)."""
+
+    options: Tuple[Any, ...]
+    origin: Optional[cst.CSTNode] = None  # where the value is written (literal, default=..., dict entry)
+    kind: str = "literal"  # literal | constant | default | argparse | dict | config-default | helper | attribute
+    certain: bool = True
+
+    def all(self, pred: Callable[[Any], bool]) -> bool:
+        return all(_safe(pred, o) for o in self.options)
+
+    def any(self, pred: Callable[[Any], bool]) -> bool:
+        return any(_safe(pred, o) for o in self.options)
+
+    @property
+    def single(self) -> Any:
+        return self.options[0] if len(self.options) == 1 else None
+
+
+def _safe(pred: Callable[[Any], bool], value: Any) -> bool:
+    try:
+        return bool(pred(value))
+    except Exception:
+        return False
+
+
+@dataclass(frozen=True)
+class KwArg:
+    """What reaches keyword `name` of a call."""
+
+    status: str  # "missing" | "value" | "unknown"
+    value: Optional[Value] = None
+    node: Optional[cst.CSTNode] = None  # the Arg / DictElement that sets it
+    via: Optional[cst.BaseExpression] = None  # the `**splat` expression it came through
+
+    @property
+    def missing(self) -> bool:
+        return self.status == "missing"
+
+    @property
+    def unknown(self) -> bool:
+        return self.status == "unknown"
+
+
+_UNKNOWN = object()  # an assignment we cannot follow (augmented, loop target, import ...)
+
+
+class _Index(cst.CSTVisitor):
+    """Every binding of a name, per scope, plus argparse options and subscript/update writes."""
+
+    def __init__(self, facts: TorchFacts) -> None:
+        super().__init__()
+        self.facts = facts
+        self.binds: Dict[Tuple[Scope, str], List[Any]] = {}
+        self.item_writes: Dict[Tuple[Scope, str], List[Tuple[cst.BaseExpression, cst.BaseExpression]]] = {}
+        self.updates: Dict[Tuple[Scope, str], List[cst.Call]] = {}
+        self.argparse: Dict[str, List[cst.Call]] = {}
+        self.self_attrs: Dict[Tuple[Optional[cst.ClassDef], str], List[cst.BaseExpression]] = {}
+        self.returns: Dict[cst.FunctionDef, List[Optional[cst.BaseExpression]]] = {}
+
+    def _scope(self, node: cst.CSTNode) -> Scope:
+        for a in self.facts.ancestors(node):
+            if isinstance(a, (cst.FunctionDef, cst.ClassDef)):
+                return a
+        return None
+
+    def _bind(self, target: cst.BaseExpression, value: Any, at: cst.CSTNode) -> None:
+        scope = self._scope(at)
+        if isinstance(target, cst.Name):
+            self.binds.setdefault((scope, target.value), []).append(value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for el in target.elements:
+                self._bind(el.value, _UNKNOWN, at)
+        elif isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
+            key = _subscript_key(target)
+            if key is not None and value is not _UNKNOWN:
+                self.item_writes.setdefault((scope, target.value.value), []).append((key, value))
+        elif isinstance(target, cst.Attribute) and dotted(target.value) == "self":
+            cls = self.facts.enclosing_class(at)
+            self.self_attrs.setdefault((cls, target.attr.value), []).append(value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for t in node.targets:
+            self._bind(t.target, node.value, node)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._bind(node.target, node.value if node.value is not None else _UNKNOWN, node)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._bind(node.target, _UNKNOWN, node)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._bind(node.target, node.value, node)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._bind(node.target, _UNKNOWN, node)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self._bind(node.asname.name, _UNKNOWN, node)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        fn = self.facts.enclosing_function(node)
+        if fn is not None:
+            self.binds.setdefault((fn, node.name.value), []).append(("param", fn, node))
+
+    def visit_Return(self, node: cst.Return) -> None:
+        fn = self.facts.enclosing_function(node)
+        if fn is not None:
+            self.returns.setdefault(fn, []).append(node.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute):
+            return
+        if func.attr.value == "add_argument":
+            dest = _argparse_dest(node)
+            if dest:
+                self.argparse.setdefault(dest, []).append(node)
+        elif func.attr.value == "update" and isinstance(func.value, cst.Name):
+            self.updates.setdefault((self._scope(node), func.value.value), []).append(node)
+
+
+def _subscript_key(node: cst.Subscript) -> Optional[str]:
+    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        return None
+    key = node.slice[0].slice.value
+    return _literal_str(key)
+
+
+def _literal_str(node: cst.BaseExpression) -> Optional[str]:
+    if isinstance(node, cst.SimpleString):
+        try:
+            value = ast.literal_eval(node.value)
+        except Exception:
+            return None
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _argparse_dest(call: cst.Call) -> Optional[str]:
+    flags = []
+    for arg in call.args:
+        if arg.keyword is not None:
+            if arg.keyword.value == "dest":
+                return _literal_str(arg.value)
+            continue
+        s = _literal_str(arg.value)
+        if s:
+            flags.append(s)
+    longs = [f for f in flags if f.startswith("--")]
+    chosen = longs[0] if longs else (flags[0] if flags else None)
+    if chosen is None:
+        return None
+    return chosen.lstrip("-").replace("-", "_")
+
+
+def _kw(call: cst.Call, name: str) -> Optional[cst.Arg]:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
+
+
+_BINOPS = {
+    cst.Add: operator.add,
+    cst.Subtract: operator.sub,
+    cst.Multiply: operator.mul,
+    cst.FloorDivide: operator.floordiv,
+    cst.Divide: operator.truediv,
+}
+
+
+class ValueTracer:
+    def __init__(self, facts: TorchFacts) -> None:
+        self.facts = facts
+        self._index: Optional[_Index] = None
+
+    @property
+    def index(self) -> _Index:
+        if self._index is None:
+            self._index = _Index(self.facts)
+            self.facts.module.visit(self._index)
+        return self._index
+
+    # -- public API ------------------------------------------------------------------------
+    def resolve(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> Optional[Value]:
+        if expr is None or depth > _MAX_DEPTH:
+            return None
+        try:
+            return self._resolve(expr, depth + 1)
+        except RecursionError:  # pragma: no cover - pathological input
+            return None
+
+    def kwarg(self, call: cst.Call, name: str, position: Optional[int] = None) -> KwArg:
+        """What reaches keyword `name` (or positional `position`) of `call`."""
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == name:
+                value = self.resolve(arg.value)
+                return KwArg("value" if value else "unknown", value, arg)
+        if position is not None and len(positional) > position:
+            arg = positional[position]
+            value = self.resolve(arg.value)
+            return KwArg("value" if value else "unknown", value, arg)
+        for arg in call.args:
+            if arg.star == "*" and position is not None:
+                return KwArg("unknown", None, arg, arg.value)
+            if arg.star != "**":
+                continue
+            entries = self.dict_entries(arg.value)
+            if entries is None:
+                return KwArg("unknown", None, arg, arg.value)
+            items, complete = entries
+            if name in items:
+                value_expr, element = items[name]
+                value = self.resolve(value_expr)
+                if value is not None:
+                    value = Value(value.options, value.origin, "dict", value.certain)
+                return KwArg("value" if value else "unknown", value, element, arg.value)
+            if not complete:
+                return KwArg("unknown", None, arg, arg.value)
+        return KwArg("missing")
+
+    def dict_entries(
+        self, expr: cst.BaseExpression, depth: int = 0
+    ) -> Optional[Tuple[Dict[str, Tuple[cst.BaseExpression, cst.CSTNode]], bool]]:
+        """Key -> (value expression, node that sets it) for a dict known in this module.
+
+        The bool says whether the dict is complete (no unresolvable `**` merges or updates).
+        """
+        if depth > _MAX_DEPTH:
+            return None
+        if isinstance(expr, cst.Dict):
+            items: Dict[str, Tuple[cst.BaseExpression, cst.CSTNode]] = {}
+            complete = True
+            for el in expr.elements:
+                if isinstance(el, cst.DictElement):
+                    key = _literal_str(el.key)
+                    if key is None:
+                        complete = False
+                    else:
+                        items[key] = (el.value, el)
+                else:  # StarredDictElement
+                    inner = self.dict_entries(el.value, depth + 1)
+                    if inner is None:
+                        complete = False
+                    else:
+                        items.update(inner[0])
+                        complete = complete and inner[1]
+            return items, complete
+        if isinstance(expr, cst.Call) and dotted(expr.func) == "dict":
+            items = {}
+            complete = True
+            for arg in expr.args:
+                if arg.keyword is not None:
+                    items[arg.keyword.value] = (arg.value, arg)
+                else:
+                    inner = self.dict_entries(arg.value, depth + 1)
+                    if inner is None:
+                        complete = False
+                    else:
+                        items.update(inner[0])
+                        complete = complete and inner[1]
+            return items, complete
+        if isinstance(expr, cst.Name):
+            scope, bound = self._bindings(expr)
+            if not bound or len(bound) != 1 or bound[0] is _UNKNOWN or isinstance(bound[0], tuple):
+                return None
+            base = self.dict_entries(bound[0], depth + 1)
+            if base is None:
+                return None
+            items, complete = dict(base[0]), base[1]
+            for key, value in self.index.item_writes.get((scope, expr.value), []):
+                items[key] = (value, value)
+            for call in self.index.updates.get((scope, expr.value), []):
+                for arg in call.args:
+                    if arg.keyword is not None:
+                        items[arg.keyword.value] = (arg.value, arg)
+                    else:
+                        inner = self.dict_entries(arg.value, depth + 1)
+                        if inner is None:
+                            complete = False
+                        else:
+                            items.update(inner[0])
+                            complete = complete and inner[1]
+            return items, complete
+        return None
+
+    # -- resolution ------------------------------------------------------------------------
+    def _resolve(self, expr: cst.BaseExpression, depth: int) -> Optional[Value]:
+        if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)):
+            try:
+                return Value((ast.literal_eval(_code(expr)),), expr)
+            except Exception:
+                return None
+        if isinstance(expr, cst.Name):
+            if expr.value in ("True", "False", "None"):
+                return Value(({"True": True, "False": False, "None": None}[expr.value],), expr)
+            return self._resolve_name(expr, depth)
+        if isinstance(expr, cst.UnaryOperation):
+            inner = self.resolve(expr.expression, depth)
+            if inner is None:
+                return None
+            if isinstance(expr.operator, cst.Minus):
+                return _map(inner, operator.neg)
+            if isinstance(expr.operator, cst.Not):
+                return _map(inner, operator.not_)
+            return inner
+        if isinstance(expr, cst.BinaryOperation) and type(expr.operator) in _BINOPS:
+            left, right = self.resolve(expr.left, depth), self.resolve(expr.right, depth)
+            if left is None or right is None or len(left.options) * len(right.options) > 16:
+                return None
+            op = _BINOPS[type(expr.operator)]
+            try:
+                options = tuple(op(a, b) for a in left.options for b in right.options)
+            except Exception:
+                return None
+            return Value(options, left.origin, left.kind, left.certain and right.certain)
+        if isinstance(expr, cst.IfExp):
+            body, orelse = self.resolve(expr.body, depth), self.resolve(expr.orelse, depth)
+            if body is None or orelse is None:
+                return None
+            return Value(_merge(body.options, orelse.options), expr, "conditional", body.certain and orelse.certain)
+        if isinstance(expr, cst.Attribute):
+            return self._resolve_attribute(expr, depth)
+        if isinstance(expr, cst.Subscript):
+            key = _subscript_key(expr)
+            if key is None:
+                return None
+            entries = self.dict_entries(expr.value)
+            if entries is None or key not in entries[0]:
+                return None
+            value_expr, element = entries[0][key]
+            value = self.resolve(value_expr, depth)
+            return Value(value.options, value.origin, "dict", value.certain) if value else None
+        if isinstance(expr, cst.Call):
+            return self._resolve_call(expr, depth)
+        return None
+
+    def _bindings(self, name: cst.Name) -> Tuple[Scope, List[Any]]:
+        """The scope that binds `name` at this point and its bindings there."""
+        index = self.index
+        node: cst.CSTNode = name
+        for a in self.facts.ancestors(node):
+            if isinstance(a, cst.FunctionDef):
+                bound = index.binds.get((a, name.value))
+                if bound:
+                    return a, bound
+        return None, index.binds.get((None, name.value), [])
+
+    def _resolve_name(self, name: cst.Name, depth: int) -> Optional[Value]:
+        scope, bound = self._bindings(name)
+        if not bound:
+            return None
+        options: Tuple[Any, ...] = ()
+        origin = None
+        kind = "constant" if scope is None else "local"
+        certain = True
+        for b in bound:
+            if b is _UNKNOWN:
+                return None
+            if isinstance(b, tuple) and b and b[0] == "param":
+                value = self._resolve_param(b[1], b[2], depth)
+                kind = "default"
+            else:
+                value = self.resolve(b, depth)
+                if value is not None and value.kind not in ("literal", "local", "constant"):
+                    kind = value.kind
+            if value is None:
+                return None
+            options = _merge(options, value.options)
+            origin = origin or value.origin
+            certain = certain and value.certain
+        return Value(options, origin, kind, certain)
+
+    def _resolve_param(self, fn: cst.FunctionDef, param: cst.Param, depth: int) -> Optional[Value]:
+        if param.star:  # *args / **kwargs
+            return None
+        options: Tuple[Any, ...] = ()
+        origin = None
+        if param.default is not None:
+            default = self.resolve(param.default, depth)
+            if default is None:
+                return None
+            options, origin = default.options, default.origin
+        # same-file call sites that pass the parameter override the default
+        params = [p for p in fn.params.posonly_params] + [p for p in fn.params.params]
+        position = next((i for i, p in enumerate(params) if p is param), None)
+        if position is not None and self.facts.function_class.get(fn) is not None and fn.decorators == ():
+            position -= 1  # `self`
+        for call in self.facts.calls:
+            if fn not in self.facts.resolve_call(call):
+                continue
+            passed = self.kwarg(call, param.name.value, position if position is not None and position >= 0 else None)
+            if passed.missing:
+                if param.default is None:
+                    return None
+                continue
+            if passed.value is None:
+                return None
+            options = _merge(options, passed.value.options)
+            origin = origin or passed.value.origin
+        if not options:
+            return None
+        return Value(options, origin, "default")
+
+    def _resolve_attribute(self, expr: cst.Attribute, depth: int) -> Optional[Value]:
+        attr = expr.attr.value
+        base = dotted(expr.value)
+        if base is None:
+            return None
+        index = self.index
+        if base == "self":
+            cls = self.facts.enclosing_class(expr)
+            writes = index.self_attrs.get((cls, attr))
+            if writes:
+                return self._combine(writes, depth, "attribute")
+            return self._class_attribute(cls, attr, depth) if cls is not None else None
+        # argparse: args.x, opt.x, self.args.x, config.args.x ...
+        if attr in index.argparse:
+            return self._argparse_default(index.argparse[attr], depth)
+        # config classes: Config.x, or cfg = Config(); cfg.x
+        cls = self._class_of(expr.value)
+        if cls is not None:
+            return self._class_attribute(cls, attr, depth)
+        return None
+
+    def _class_of(self, expr: cst.BaseExpression) -> Optional[cst.ClassDef]:
+        name = dotted(expr)
+        if name in self.facts.class_defs and len(self.facts.class_defs[name]) == 1:
+            return self.facts.class_defs[name][0]
+        if isinstance(expr, cst.Name):
+            _, bound = self._bindings(expr)
+            if len(bound) == 1 and isinstance(bound[0], cst.Call):
+                callee = dotted(bound[0].func)
+                if callee in self.facts.class_defs and len(self.facts.class_defs[callee]) == 1 and not bound[0].args:
+                    return self.facts.class_defs[callee][0]
+        return None
+
+    def _class_attribute(self, cls: cst.ClassDef, attr: str, depth: int) -> Optional[Value]:
+        bound = self.index.binds.get((cls, attr))
+        if not bound:
+            return None
+        return self._combine(bound, depth, "constant")
+
+    def _combine(self, exprs: List[Any], depth: int, kind: str) -> Optional[Value]:
+        options: Tuple[Any, ...] = ()
+        origin = None
+        certain = True
+        for e in exprs:
+            if e is _UNKNOWN or isinstance(e, tuple):
+                return None
+            value = self.resolve(e, depth)
+            if value is None:
+                return None
+            options = _merge(options, value.options)
+            origin = origin or value.origin
+            certain = certain and value.certain
+            if value.kind in ("argparse", "default", "dict", "config-default"):
+                kind = value.kind
+        return Value(options, origin, kind, certain) if options else None
+
+    def _argparse_default(self, calls: List[cst.Call], depth: int) -> Optional[Value]:
+        options: Tuple[Any, ...] = ()
+        origin: Optional[cst.CSTNode] = None
+        for call in calls:
+            default = _kw(call, "default")
+            if default is not None:
+                value = self.resolve(default.value, depth)
+                if value is None:
+                    return None
+                options = _merge(options, value.options)
+                origin = origin or default
+                continue
+            action = _kw(call, "action")
+            action_value = _literal_str(action.value) if action else None
+            implied = {"store_true": False, "store_false": True}.get(action_value or "", None)
+            options = _merge(options, (implied,))
+            origin = origin or call
+        return Value(options, origin, "argparse") if options else None
+
+    def _resolve_call(self, call: cst.Call, depth: int) -> Optional[Value]:
+        func = call.func
+        name = dotted(func)
+        if isinstance(func, cst.Attribute) and func.attr.value == "get" and call.args:
+            key = _literal_str(call.args[0].value)
+            if key is None:
+                return None
+            default = self.resolve(call.args[1].value, depth) if len(call.args) > 1 else Value((None,), call)
+            entries = self.dict_entries(func.value)
+            if entries is not None:
+                items, complete = entries
+                if key in items:
+                    return self.resolve(items[key][0], depth)
+                if complete:
+                    return default
+                return None
+            if default is None:
+                return None
+            return Value(default.options, default.origin, "config-default", certain=False)
+        if name in ("int", "bool", "float", "str") and len(call.args) == 1:
+            inner = self.resolve(call.args[0].value, depth)
+            if inner is None:
+                return None
+            conv = {"int": int, "bool": bool, "float": float, "str": str}[name]
+            try:
+                return Value(tuple(conv(o) for o in inner.options), inner.origin, inner.kind, inner.certain)
+            except Exception:
+                return None
+        if name in ("min", "max") and len(call.args) >= 2 and all(a.star == "" for a in call.args):
+            values = [self.resolve(a.value, depth) for a in call.args]
+            if any(v is None or len(v.options) != 1 for v in values):
+                return None
+            try:
+                result = (min if name == "min" else max)(v.options[0] for v in values)  # type: ignore[union-attr]
+            except Exception:
+                return None
+            return Value((result,), values[0].origin, "helper")  # type: ignore[union-attr]
+        if isinstance(func, cst.Name):
+            fns = self.facts.functions.get(func.value, [])
+            if len(fns) == 1:
+                returns = self.index.returns.get(fns[0], [])
+                if returns and all(r is not None for r in returns):
+                    value = self._combine(list(returns), depth, "helper")
+                    if value is not None:
+                        return Value(value.options, value.origin, "helper", value.certain)
+        return None
+
+
+def _map(value: Value, fn: Callable[[Any], Any]) -> Optional[Value]:
+    try:
+        return Value(tuple(fn(o) for o in value.options), value.origin, value.kind, value.certain)
+    except Exception:
+        return None
+
+
+def _merge(a: Tuple[Any, ...], b: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    out = list(a)
+    for item in b:
+        if not any(type(item) is type(x) and item == x for x in out):
+            out.append(item)
+    return tuple(out)
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module(body=()).code_for_node(node)

@@ -1,0 +1,218 @@
+"""All terminal and file output. Nothing else in speedlint prints.
+
+Machine formats (json, sarif, github, concise) are written as plain text: never wrapped or
+coloured, whatever the terminal width, through a pipe or not.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Sequence, TextIO, Type
+
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.table import Table
+from rich.text import Text
+
+from speedlint.analyzer.report.text import concise_lines, print_full, print_statistics
+
+FORMATS = ("full", "concise", "json", "sarif", "github")
+
+
+def _console(out: TextIO, plain: bool = False, stderr: bool = False) -> Console:
+    if plain:
+        return Console(file=out, color_system=None, force_terminal=False, width=10_000, soft_wrap=True, highlight=False)
+    return Console(file=out, highlight=False, stderr=stderr)
+
+
+@contextmanager
+def _output(output_file: Optional[Path]) -> Iterator[TextIO]:
+    if output_file is None:
+        yield sys.stdout
+        return
+    output_file.parent.mkdir(parents=True, exist_ok=True)
+    with output_file.open("w", encoding="utf-8", newline="\n") as fh:
+        yield fh
+
+
+def _exit_code(result) -> int:  # type: ignore[no-untyped-def]
+    if any(d.kind in ("internal-error",) for d in result.diagnostics):
+        return 2
+    return 1 if (result.findings or [d for d in result.diagnostics if d.kind != "warning"]) else 0
+
+
+def emit_check(
+    result,  # type: ignore[no-untyped-def]
+    output_format: str = "full",
+    output_file: Optional[Path] = None,
+    quiet: bool = False,
+    statistics: bool = False,
+    unsafe_fixes: bool = False,
+) -> int:
+    """Print a check result; returns the exit code for it (0 clean, 1 findings, 2 errors)."""
+    from speedlint.cli import UsageFailure
+
+    if output_format not in FORMATS:
+        raise UsageFailure(f"unknown output format `{output_format}` (choose from {', '.join(FORMATS)})")
+    for missing in result.missing:
+        sys.stderr.write(f"speedlint: error: {missing}: no such file or directory\n")
+    findings = result.findings
+    diagnostics = result.diagnostics
+    with _output(output_file) as out:
+        if statistics:
+            print_statistics(out, findings)
+        elif output_format == "full":
+            console = _console(out, plain=output_file is not None)
+            sources = {r.path: r.source or "" for r in result.files if r.findings}
+            print_full(console, findings, diagnostics, sources, unsafe_fixes=unsafe_fixes, quiet=quiet)
+        elif output_format == "concise":
+            for line in concise_lines(findings, diagnostics):
+                out.write(line + "\n")
+        elif output_format == "json":
+            out.write(json.dumps(json_document(findings, diagnostics), indent=2) + "\n")
+        elif output_format == "sarif":
+            from speedlint.analyzer.report.sarif import sarif_document
+
+            out.write(json.dumps(sarif_document(findings, diagnostics), indent=2) + "\n")
+        elif output_format == "github":
+            from speedlint.analyzer.report.github import github_lines
+
+            for line in github_lines(findings, diagnostics):
+                out.write(line + "\n")
+    if result.profile is not None:
+        print_profile(result.profile)
+    return _exit_code(result)
+
+
+def finding_json(f) -> Dict[str, Any]:  # type: ignore[no-untyped-def]
+    fix = None
+    if f.fix is not None:
+        fix = {
+            "title": f.fix.title,
+            "applicability": f.fix.applicability.value,
+            "edits": [
+                {
+                    "location": {"row": e.line, "column": e.column + 1},
+                    "end_location": {"row": e.end_line, "column": e.end_column + 1},
+                    "content": e.content,
+                }
+                for e in f.edits
+            ],
+        }
+    return {
+        "code": f.code,
+        "name": f.name,
+        "message": f.message,
+        "filename": f.path,
+        "location": {"row": f.line, "column": f.column},
+        "end_location": {"row": f.end_line, "column": f.end_column},
+        "status": f.status.value,
+        "impact": {
+            "level": f.impact.level_name,
+            "wastes": f.impact.wastes,
+            "when": f.impact.when,
+            "typical": f.impact.typical,
+            "evidence": f.impact.evidence,
+        },
+        "fix": fix,
+    }
+
+
+def json_document(findings, diagnostics) -> Dict[str, Any]:  # type: ignore[no-untyped-def]
+    return {
+        "version": 1,
+        "findings": [finding_json(f) for f in sorted(findings, key=lambda x: x.sort_key())],
+        "errors": [{"filename": d.path, "kind": d.kind, "message": d.message} for d in diagnostics],
+    }
+
+
+def print_profile(profile) -> None:  # type: ignore[no-untyped-def]
+    console = _console(sys.stderr, stderr=True)
+    table = Table(title=f"Profile: {profile.files} files read, {profile.parsed} parsed", title_justify="left")
+    table.add_column("phase / rule")
+    table.add_column("seconds", justify="right")
+    for name, secs in sorted(profile.phases.items(), key=lambda kv: -kv[1]):
+        table.add_row(name, f"{secs:.3f}")
+    for name, secs in sorted(profile.rules.items(), key=lambda kv: -kv[1]):
+        table.add_row(f"  rule {name}", f"{secs:.3f}")
+    console.print(table)
+
+
+# -- fix -------------------------------------------------------------------------------------
+def emit_fix(run, apply: bool) -> int:  # type: ignore[no-untyped-def]
+    from collections import Counter
+
+    from speedlint.analyzer.rewrite import unified_diff
+
+    out = sys.stdout
+    err = _console(sys.stderr, stderr=True)
+    for missing in run.missing:
+        sys.stderr.write(f"speedlint: error: {missing}: no such file or directory\n")
+    if not apply:
+        for outcome in run.changed:
+            out.write(unified_diff(outcome))
+    for outcome in run.outcomes:
+        for d in outcome.diagnostics:
+            err.print(Text.assemble((d.path, "bold"), ": ", (d.kind, "red"), f": {d.message}"))
+    for d in run.diagnostics:
+        err.print(Text.assemble((d.path, "bold"), ": ", (d.kind, "red"), f": {d.message}"))
+    total = Counter()
+    for outcome in run.changed:
+        per_rule = Counter(f.code for f in outcome.applied)
+        total.update(per_rule)
+        verb = "Fixed" if apply and outcome.path in run.written else "Would fix"
+        detail = ", ".join(f"{code} x{n}" for code, n in sorted(per_rule.items()))
+        err.print(Text(f"{verb} {sum(per_rule.values())} in {outcome.path} ({detail})"))
+    n = sum(total.values())
+    files = len(run.written) if apply else len(run.changed)
+    if n:
+        verb = "Fixed" if apply else "Would fix"
+        err.print(Text(f"{verb} {n} finding{'s' if n != 1 else ''} in {files} file{'s' if files != 1 else ''}.", style="bold"))
+    else:
+        err.print(Text("Nothing to fix.", style="bold"))
+    unsafe = sum(o.unsafe_available for o in run.outcomes)
+    if unsafe:
+        err.print(Text(f"{unsafe} unsafe fix{'es' if unsafe != 1 else ''} available with `--unsafe-fixes`.", style="dim"))
+    if run.missing or any(d.kind in ("internal-error", "write-error") for o in run.outcomes for d in o.diagnostics) or any(
+        d.kind in ("internal-error", "write-error") for d in run.diagnostics
+    ):
+        return 2
+    if apply:
+        return 0
+    return 1 if run.changed else 0
+
+
+# -- rules / explain ---------------------------------------------------------------------------
+def emit_rules(rules: Sequence[Type], output_format: str = "full") -> None:  # type: ignore[type-arg]
+    if output_format == "json":
+        data = [
+            {
+                "code": r.code, "name": r.name, "category": r.category(), "fix": r.fixability(),
+                "status": r.status.value, "default_enabled": r.default_enabled,
+                "impact": {"level": r.impact.level_name, "wastes": r.impact.wastes, "typical": r.impact.typical},
+            }
+            for r in rules
+        ]
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        return
+    console = _console(sys.stdout)
+    table = Table(show_edge=False)
+    for col in ("code", "name", "category", "fix", "status", "impact"):
+        table.add_column(col)
+    for r in rules:
+        status = r.status.value + ("" if r.default_enabled else " (off by default)")
+        table.add_row(r.code, r.name, r.category(), r.fixability(), status, r.impact.level_name)
+    console.print(table)
+
+
+def emit_explain(rule) -> None:  # type: ignore[no-untyped-def]
+    console = _console(sys.stdout)
+    header = f"# {rule.code} ({rule.name})\n\n"
+    meta = (
+        f"Status: {rule.status.value}{'' if rule.default_enabled else ', off by default'}. "
+        f"Fix: {rule.fixability()}. Impact: {rule.impact.line()}.\n\n"
+    )
+    console.print(Markdown(header + meta + rule.docs()))

@@ -1,0 +1,69 @@
+"""`speedlint fix`: fix files to a fixed point, show the diff or write atomically."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from speedlint.analyzer.fixing import FixOutcome, fix_text
+from speedlint.analyzer.rule import Diagnostic
+from speedlint.analyzer.runner import SettingsResolver, collect_files, display_path, rules_for
+from speedlint.analyzer.sources import Source, SourceError, read_source, write_atomic
+
+
+@dataclass
+class FixRun:
+    outcomes: List[FixOutcome] = field(default_factory=list)
+    missing: List[str] = field(default_factory=list)
+    diagnostics: List[Diagnostic] = field(default_factory=list)
+    written: List[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> List[FixOutcome]:
+        return [o for o in self.outcomes if o.changed]
+
+
+def unified_diff(outcome: FixOutcome) -> str:
+    a = outcome.original.splitlines(keepends=True)
+    b = outcome.fixed.splitlines(keepends=True)
+    return "".join(difflib.unified_diff(a, b, fromfile=f"a/{outcome.path}", tofile=f"b/{outcome.path}"))
+
+
+def fix_source_file(path: Path, shown: str, resolver: SettingsResolver, apply: bool) -> tuple:  # type: ignore[type-arg]
+    """Fix one file; returns (outcome or None, diagnostics, written?)."""
+    try:
+        source = read_source(path)
+    except SourceError as exc:
+        return None, [Diagnostic(shown, str(exc))], False
+    settings = resolver.for_file(path)
+    outcome = fix_text(source.text, shown, rules_for(settings), settings, unsafe=settings.unsafe_fixes)
+    if not (apply and outcome.changed):
+        return outcome, [], False
+    try:
+        write_atomic(path, source.encode(outcome.fixed))
+    except SourceError as exc:
+        return outcome, [Diagnostic(shown, f"cannot write fixes: {exc}", "write-error")], False
+    except UnicodeEncodeError as exc:
+        return outcome, [Diagnostic(shown, f"fixed code cannot be encoded as {source.encoding}: {exc}; not modified", "write-error")], False
+    return outcome, [], True
+
+
+def fix_paths(paths: Sequence[str], resolver: SettingsResolver, apply: bool, force_exclude: bool = False) -> FixRun:
+    found = collect_files(paths, resolver, force_exclude)
+    run = FixRun(missing=found.missing)
+    for path in found.files:
+        shown = display_path(path)
+        outcome, diags, written = fix_source_file(path, shown, resolver, apply)
+        if outcome is not None:
+            run.outcomes.append(outcome)
+        run.diagnostics.extend(diags)
+        if written:
+            run.written.append(shown)
+    return run
+
+
+def fix_stdin(text: str, filename: str, resolver: SettingsResolver) -> FixOutcome:
+    settings = resolver.for_file(Path(filename))
+    return fix_text(text, filename, rules_for(settings), settings, unsafe=settings.unsafe_fixes)

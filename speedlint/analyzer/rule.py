@@ -1,0 +1,238 @@
+"""The rule unit: `Rule` (a LibCST batchable visitor), and the small frozen types it reports.
+
+A rule is a pure detector. It reads the tree and the shared per-file facts on `self.ctx` and calls
+`self.report(...)`. It never prints, opens files or edits: the engine turns reports into
+`Finding`s, the fix engine applies `Fix`es, and `speedlint.analyzer.report` does all output.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, Sequence, Tuple, Union
+
+import libcst as cst
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.context import FileContext
+
+
+class Applicability(str, enum.Enum):
+    """How far a fix can be trusted.
+
+    `safe` keeps the program's results; `unsafe` may change numerics, resources or behaviour and
+    needs `--unsafe-fixes`; `display-only` is advice that is shown and never applied.
+    """
+
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+    DISPLAY_ONLY = "display-only"
+
+    def __str__(self) -> str:  # pragma: no cover - trivial
+        return self.value
+
+
+SAFE = Applicability.SAFE
+UNSAFE = Applicability.UNSAFE
+DISPLAY_ONLY = Applicability.DISPLAY_ONLY
+
+
+class Status(str, enum.Enum):
+    STABLE = "stable"
+    PREVIEW = "preview"
+
+    def __str__(self) -> str:  # pragma: no cover - trivial
+        return self.value
+
+
+#: Impact levels, used to rank findings: what costs the user most comes first.
+HIGH, MEDIUM, LOW = 3, 2, 1
+LEVEL_NAMES = {HIGH: "high", MEDIUM: "medium", LOW: "low"}
+
+
+@dataclass(frozen=True)
+class Impact:
+    """What a finding costs: reports rank by `level`, then show the rest as the impact line."""
+
+    wastes: str  # input pipeline, device math, host-device sync, memory, Python overhead
+    when: str  # when it matters: "GPU", "input-bound jobs", "always" ...
+    typical: str  # typical range, e.g. "1.5-4x steps/s"
+    evidence: str = ""  # a reference, or our own benchmark in benchmarks/
+    level: int = MEDIUM
+
+    @property
+    def level_name(self) -> str:
+        return LEVEL_NAMES.get(self.level, str(self.level))
+
+    def with_level(self, level: int, when: Optional[str] = None) -> "Impact":
+        """The same record at another level (context decides severity: eval loop vs step)."""
+        return replace(self, level=level, when=when or self.when)
+
+    def line(self) -> str:
+        text = f"{self.level_name} impact: wastes {self.wastes}; matters {self.when}; typically {self.typical}"
+        return text + (f" ({self.evidence})" if self.evidence else "")
+
+
+@dataclass(frozen=True)
+class ImportSpec:
+    """An import a fix needs: `import module` (obj None) or `from module import obj`."""
+
+    module: str
+    obj: Optional[str] = None
+
+
+Replacement = Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel]
+
+
+@dataclass(frozen=True, eq=False)
+class Fix:
+    """A proposed change, with its applicability decided per finding.
+
+    Either `replacements` (original node -> new node, keyed on node identity) plus `imports`,
+    or `fixer`: a callable that takes the file's module and returns the rewritten module (used by
+    the multi-site codemods in `speedlint.fixers`). A display-only fix carries neither.
+    """
+
+    title: str
+    applicability: Applicability
+    replacements: Tuple[Tuple[cst.CSTNode, Replacement], ...] = ()
+    imports: Tuple[ImportSpec, ...] = ()
+    fixer: Optional[Callable[[cst.Module], cst.Module]] = None
+
+    @classmethod
+    def replace(
+        cls,
+        node: cst.CSTNode,
+        new: Replacement,
+        title: str,
+        applicability: Applicability = SAFE,
+        imports: Sequence[ImportSpec] = (),
+    ) -> "Fix":
+        return cls(title, applicability, ((node, new),), tuple(imports))
+
+    @classmethod
+    def many(
+        cls,
+        pairs: Sequence[Tuple[cst.CSTNode, Replacement]],
+        title: str,
+        applicability: Applicability = SAFE,
+        imports: Sequence[ImportSpec] = (),
+    ) -> "Fix":
+        return cls(title, applicability, tuple(pairs), tuple(imports))
+
+    @classmethod
+    def advice(cls, title: str) -> "Fix":
+        return cls(title, DISPLAY_ONLY)
+
+    @property
+    def applicable(self) -> bool:
+        return self.applicability is not DISPLAY_ONLY and bool(self.replacements or self.fixer)
+
+
+@dataclass(frozen=True)
+class Edit:
+    """A textual edit (1-based lines, 0-based columns as LibCST reports them, end exclusive)."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    content: str
+
+
+@dataclass(frozen=True, eq=False)
+class Finding:
+    code: str
+    name: str
+    message: str
+    path: str
+    line: int  # 1-based
+    column: int  # 1-based
+    end_line: int
+    end_column: int  # 1-based, exclusive
+    impact: Impact
+    fix: Optional[Fix] = None
+    edits: Tuple[Edit, ...] = ()
+    status: Status = Status.STABLE
+
+    @property
+    def location(self) -> str:
+        return f"{self.path}:{self.line}:{self.column}"
+
+    def sort_key(self) -> Tuple[Any, ...]:
+        return (self.path, self.line, self.column, self.code)
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """A per-file problem that is not a finding: syntax error, bad encoding, unreadable file."""
+
+    path: str
+    message: str
+    kind: str = "error"  # error | internal-error | warning
+
+
+@dataclass
+class Report:
+    """What a rule reported before the engine attached positions."""
+
+    node: cst.CSTNode
+    message: str
+    fix: Optional[Fix]
+    impact: Impact
+
+
+class Rule(cst.BatchableCSTVisitor):
+    """Base class of every rule. Subclasses set the class attributes and define `visit_*`.
+
+    The docstring of a rule is its documentation (`speedlint explain`), with the sections
+    What it does / Why is this slow? / Example / Use instead / Fix safety.
+    """
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    impact: ClassVar[Impact]
+    status: ClassVar[Status] = Status.STABLE
+    #: The applicabilities this rule's fixes may have; empty means it never offers a fix.
+    fixes: ClassVar[Tuple[Applicability, ...]] = ()
+    #: The file must contain one of these strings for the rule to be able to fire.
+    triggers: ClassVar[Tuple[str, ...]] = ()
+    #: Off unless selected explicitly (by full code or name).
+    default_enabled: ClassVar[bool] = True
+
+    def __init__(self, ctx: "FileContext") -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.reports: list[Report] = []
+
+    # -- reporting -----------------------------------------------------------------------
+    def report(
+        self,
+        node: cst.CSTNode,
+        message: str,
+        *,
+        fix: Optional[Fix] = None,
+        impact: Optional[Impact] = None,
+    ) -> None:
+        self.reports.append(Report(node, message, fix, impact or self.impact))
+
+    # -- class-level helpers -------------------------------------------------------------
+    @classmethod
+    def category(cls) -> str:
+        parts = cls.__module__.split(".")
+        return parts[-2] if len(parts) >= 2 else ""
+
+    @classmethod
+    def docs(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def can_fire_on(cls, text: str) -> bool:
+        return not cls.triggers or any(t in text for t in cls.triggers)
+
+    @classmethod
+    def fixability(cls) -> str:
+        if not cls.fixes:
+            return "-"
+        return "/".join(a.value for a in cls.fixes)

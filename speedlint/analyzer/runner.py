@@ -1,0 +1,150 @@
+"""Orchestrates a run: discover files, resolve each file's settings, check or fix them."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type
+
+from speedlint.analyzer.config import ConfigError, Settings, declared_torch_version, find_config_file, load_config_file
+from speedlint.analyzer.discovery import discover
+from speedlint.analyzer.engine import FileResult, Profile, check_file, check_source
+from speedlint.analyzer.registry import select_rules
+from speedlint.analyzer.rule import Diagnostic, Rule
+from speedlint.analyzer.sources import Source
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Command-line options that override config files."""
+
+    select: Optional[Tuple[str, ...]] = None
+    ignore: Tuple[str, ...] = ()
+    extend_select: Tuple[str, ...] = ()
+    preview: Optional[bool] = None
+    unsafe_fixes: Optional[bool] = None
+    target_torch_version: Optional[Tuple[int, int]] = None
+    exclude: Optional[Tuple[str, ...]] = None
+    extend_exclude: Tuple[str, ...] = ()
+    fix_options: Tuple[Tuple[str, object], ...] = ()
+
+    def apply(self, s: Settings) -> Settings:
+        return replace(
+            s,
+            select=self.select if self.select is not None else s.select,
+            ignore=s.ignore + self.ignore,
+            extend_select=s.extend_select + self.extend_select,
+            preview=self.preview if self.preview is not None else s.preview,
+            unsafe_fixes=self.unsafe_fixes if self.unsafe_fixes is not None else s.unsafe_fixes,
+            target_torch_version=self.target_torch_version or s.target_torch_version,
+            exclude=self.exclude if self.exclude is not None else s.exclude,
+            extend_exclude=s.extend_exclude + self.extend_exclude,
+            fix_options=tuple(dict(s.fix_options, **dict(self.fix_options)).items()),
+        )
+
+
+class SettingsResolver:
+    """The effective settings for each file: the closest config file wins, then overrides.
+
+    With `config` set, that file is used for every file; with `isolated`, no config file at all.
+    """
+
+    def __init__(self, overrides: Overrides, config: Optional[Path] = None, isolated: bool = False) -> None:
+        self.overrides = overrides
+        self.isolated = isolated
+        self._fixed: Optional[Settings] = None
+        self._by_file: Dict[Path, Settings] = {}
+        if config is not None:
+            if not config.is_file():
+                raise ConfigError(f"config file not found: {config}")
+            self._fixed = overrides.apply(load_config_file(config))
+
+    def for_directory(self, folder: Path) -> Settings:
+        if self._fixed is not None:
+            return self._fixed
+        if self.isolated:
+            return self.overrides.apply(Settings(root=str(Path.cwd())))
+        folder = folder.resolve()
+        config = find_config_file(folder)
+        if config is None:
+            base = Settings(root=str(Path.cwd()), target_torch_version=_declared_near(folder))
+        else:
+            if config not in self._by_file:
+                self._by_file[config] = load_config_file(config)
+            base = self._by_file[config]
+        return self.overrides.apply(base)
+
+    def for_file(self, path: Path) -> Settings:
+        return self.for_directory(path.parent)
+
+
+def _declared_near(folder: Path) -> Optional[Tuple[int, int]]:
+    for candidate in [folder, *folder.parents]:
+        if (candidate / "pyproject.toml").is_file() or any(candidate.glob("requirements*.txt")):
+            return declared_torch_version(candidate)
+        if (candidate / ".git").exists():
+            break
+    return None
+
+
+_RULES_CACHE: Dict[Tuple, List[Type[Rule]]] = {}
+
+
+def rules_for(settings: Settings) -> List[Type[Rule]]:
+    key = (settings.select, settings.ignore, settings.extend_select, settings.preview)
+    if key not in _RULES_CACHE:
+        _RULES_CACHE[key] = select_rules(settings.select, settings.ignore, settings.extend_select, settings.preview)
+    return _RULES_CACHE[key]
+
+
+@dataclass
+class RunResult:
+    files: List[FileResult] = field(default_factory=list)
+    missing: List[str] = field(default_factory=list)
+    profile: Optional[Profile] = None
+
+    @property
+    def findings(self):  # type: ignore[no-untyped-def]
+        return [f for r in self.files for f in r.findings]
+
+    @property
+    def diagnostics(self) -> List[Diagnostic]:
+        return [d for r in self.files for d in r.diagnostics]
+
+
+def display_path(path: Path) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return str(path)
+
+
+def collect_files(paths: Sequence[str], resolver: SettingsResolver, force_exclude: bool = False):  # type: ignore[no-untyped-def]
+    base = resolver.for_directory(Path.cwd())
+    root = Path(base.root) if base.root else Path.cwd()
+    found = discover(paths, exclude=base.exclude + base.extend_exclude, root=root, force_exclude=force_exclude)
+    return found
+
+
+def check_paths(
+    paths: Sequence[str],
+    resolver: SettingsResolver,
+    force_exclude: bool = False,
+    profile: bool = False,
+    use_cache: bool = True,
+    jobs: Optional[int] = None,
+) -> RunResult:
+    found = collect_files(paths, resolver, force_exclude)
+    result = RunResult(missing=found.missing, profile=Profile() if profile else None)
+    for path in found.files:
+        settings = resolver.for_file(path)
+        result.files.append(check_file(str(path), rules_for(settings), settings, display_path(path), result.profile))
+    return result
+
+
+def check_stdin(text: str, filename: str, resolver: SettingsResolver) -> RunResult:
+    settings = resolver.for_file(Path(filename))
+    res = check_source(Source(text, "utf-8"), filename, rules_for(settings), settings)
+    return RunResult(files=[res])

@@ -1,0 +1,227 @@
+"""The command line: the only place that parses argv.
+
+Exit codes: 0 clean, 1 findings (or a diff to apply), 2 usage/config/internal error.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+import typer
+
+from speedlint import __version__
+
+app = typer.Typer(
+    name="speedlint",
+    help="Find and fix the habits that make PyTorch training slow.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class UsageFailure(Exception):
+    """A one-line error for the user; exit code 2."""
+
+
+def _split(values: Optional[List[str]]) -> Tuple[str, ...]:
+    out: List[str] = []
+    for v in values or []:
+        out += [p.strip() for p in v.split(",") if p.strip()]
+    return tuple(out)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"speedlint {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", "-V", callback=_version_callback, is_eager=True, help="Show the version and exit."),
+) -> None:
+    """speedlint: static analysis and automatic fixes for slow PyTorch training code."""
+
+
+# -- shared option helpers ---------------------------------------------------------------------
+def _overrides(select, ignore, extend_select, preview, unsafe_fixes, target_torch_version, fix_options=()):  # type: ignore[no-untyped-def]
+    from speedlint.analyzer.config import ConfigError, parse_version
+    from speedlint.analyzer.registry import SelectionError, validate_selectors
+    from speedlint.analyzer.runner import Overrides
+
+    sel, ign, ext = _split(select), _split(ignore), _split(extend_select)
+    try:
+        validate_selectors([*sel, *ign, *ext])
+    except SelectionError as exc:
+        raise UsageFailure(str(exc)) from None
+    try:
+        ttv = parse_version(target_torch_version) if target_torch_version else None
+    except ConfigError as exc:
+        raise UsageFailure(str(exc)) from None
+    return Overrides(
+        select=sel or None,
+        ignore=ign,
+        extend_select=ext,
+        preview=True if preview else None,
+        unsafe_fixes=True if unsafe_fixes else None,
+        target_torch_version=ttv,
+        fix_options=tuple(fix_options),
+    )
+
+
+def _resolver(overrides, config: Optional[Path], isolated: bool):  # type: ignore[no-untyped-def]
+    from speedlint.analyzer.config import ConfigError
+    from speedlint.analyzer.runner import SettingsResolver
+
+    try:
+        return SettingsResolver(overrides, config=config, isolated=isolated)
+    except ConfigError as exc:
+        raise UsageFailure(str(exc)) from None
+
+
+SELECT = typer.Option(None, "--select", help="Rule codes, prefixes or names to enable (comma-separated; ALL).")
+IGNORE = typer.Option(None, "--ignore", help="Rule codes, prefixes or names to disable.")
+EXTEND_SELECT = typer.Option(None, "--extend-select", help="Rules to enable on top of the selection.")
+PREVIEW = typer.Option(False, "--preview", help="Enable preview rules.")
+CONFIG = typer.Option(None, "--config", help="Use this config file instead of discovering one.")
+ISOLATED = typer.Option(False, "--isolated", help="Ignore all config files.")
+TORCH_VERSION = typer.Option(None, "--target-torch-version", help="The oldest torch version the code must support, e.g. 1.13.")
+
+
+# -- check -------------------------------------------------------------------------------------
+@app.command()
+def check(
+    paths: List[str] = typer.Argument(None, help="Files or folders to check (default: .). Use - for stdin."),
+    select: Optional[List[str]] = SELECT,
+    ignore: Optional[List[str]] = IGNORE,
+    extend_select: Optional[List[str]] = EXTEND_SELECT,
+    preview: bool = PREVIEW,
+    output_format: str = typer.Option("full", "--output-format", help="full, concise, json, sarif or github."),
+    output_file: Optional[Path] = typer.Option(None, "--output-file", "-o", help="Write the report to this file."),
+    exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when there are findings."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the summary line (full format)."),
+    statistics: bool = typer.Option(False, "--statistics", help="Count findings per rule."),
+    stdin_filename: Optional[str] = typer.Option(None, "--stdin-filename", help="The file name for code read from stdin."),
+    force_exclude: bool = typer.Option(False, "--force-exclude", help="Apply excludes to files named explicitly too (pre-commit)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the cache."),
+    profile_rules: bool = typer.Option(False, "--profile-rules", help="Print time spent per phase and per rule."),
+    unsafe_fixes: bool = typer.Option(False, "--unsafe-fixes", help="Count unsafe fixes as available."),
+    config: Optional[Path] = CONFIG,
+    isolated: bool = ISOLATED,
+    target_torch_version: Optional[str] = TORCH_VERSION,
+) -> None:
+    """Check files for slow PyTorch training patterns. Never runs your code."""
+    from speedlint.analyzer.report import emit_check
+    from speedlint.analyzer.runner import check_paths, check_stdin
+
+    overrides = _overrides(select, ignore, extend_select, preview, unsafe_fixes, target_torch_version)
+    resolver = _resolver(overrides, config, isolated)
+    paths = paths or ["."]
+    if paths == ["-"]:
+        result = check_stdin(sys.stdin.read(), stdin_filename or "-", resolver)
+    else:
+        result = check_paths(paths, resolver, force_exclude=force_exclude, profile=profile_rules, use_cache=not no_cache)
+    code = emit_check(
+        result,
+        output_format=output_format,
+        output_file=output_file,
+        quiet=quiet,
+        statistics=statistics,
+        unsafe_fixes=unsafe_fixes,
+    )
+    if result.missing:
+        raise typer.Exit(EXIT_ERROR)
+    raise typer.Exit(EXIT_CLEAN if exit_zero else code)
+
+
+# -- fix ---------------------------------------------------------------------------------------
+@app.command()
+def fix(
+    paths: List[str] = typer.Argument(None, help="Files or folders to fix (default: .). Use - for stdin."),
+    apply: bool = typer.Option(False, "--apply", help="Write the fixes (default: show the diff only)."),
+    unsafe_fixes: bool = typer.Option(False, "--unsafe-fixes", help="Also apply unsafe fixes (AMP, tuned DataLoader ...)."),
+    select: Optional[List[str]] = SELECT,
+    ignore: Optional[List[str]] = IGNORE,
+    extend_select: Optional[List[str]] = EXTEND_SELECT,
+    preview: bool = PREVIEW,
+    stdin_filename: Optional[str] = typer.Option(None, "--stdin-filename", help="The file name for code read from stdin."),
+    force_exclude: bool = typer.Option(False, "--force-exclude", help="Apply excludes to files named explicitly too."),
+    accumulation_steps: Optional[int] = typer.Option(None, "--accumulation-steps", min=1, help="Default of the accumulation knob SPD303 adds."),
+    config: Optional[Path] = CONFIG,
+    isolated: bool = ISOLATED,
+    target_torch_version: Optional[str] = TORCH_VERSION,
+) -> None:
+    """Show (or with --apply, write) the fixes. Never runs your code."""
+    from speedlint.analyzer.report import emit_fix
+    from speedlint.analyzer.rewrite import fix_paths, fix_stdin
+
+    options = [("accumulation_steps", accumulation_steps)] if accumulation_steps else []
+    overrides = _overrides(select, ignore, extend_select, preview, unsafe_fixes, target_torch_version, options)
+    resolver = _resolver(overrides, config, isolated)
+    paths = paths or ["."]
+    if paths == ["-"]:
+        outcome = fix_stdin(sys.stdin.read(), stdin_filename or "-", resolver)
+        sys.stdout.write(outcome.fixed)
+        raise typer.Exit(EXIT_ERROR if any(d.kind == "internal-error" for d in outcome.diagnostics) else EXIT_CLEAN)
+    result = fix_paths(paths, resolver, apply=apply, force_exclude=force_exclude)
+    raise typer.Exit(emit_fix(result, apply=apply))
+
+
+# -- rules / explain ---------------------------------------------------------------------------
+@app.command()
+def rules(
+    output_format: str = typer.Option("full", "--output-format", help="full or json."),
+) -> None:
+    """List every rule: code, name, category, fix availability, status."""
+    from speedlint.analyzer.registry import all_rules
+    from speedlint.analyzer.report import emit_rules
+
+    emit_rules(all_rules(), output_format)
+
+
+@app.command()
+def explain(code: str = typer.Argument(..., help="A rule code (SPD101) or name (dataloader-sync-loading).")) -> None:
+    """Show a rule's documentation."""
+    from speedlint.analyzer.registry import rule_by_code_or_name
+    from speedlint.analyzer.report import emit_explain
+
+    try:
+        rule = rule_by_code_or_name(code)
+    except KeyError:
+        raise UsageFailure(f"unknown rule `{code}`; `speedlint rules` lists them") from None
+    emit_explain(rule)
+
+
+def main() -> None:
+    """Console-script entry point: maps every failure to exit code 2, never 1."""
+    try:
+        app(prog_name="speedlint")
+    except UsageFailure as exc:
+        sys.stderr.write(f"speedlint: error: {exc}\n")
+        sys.exit(EXIT_ERROR)
+    except SystemExit as exc:
+        if exc.code not in (None, 0, 1, 2) and not isinstance(exc.code, int):
+            sys.stderr.write(f"speedlint: error: {exc.code}\n")
+            sys.exit(EXIT_ERROR)
+        raise
+    except KeyboardInterrupt:
+        sys.stderr.write("speedlint: interrupted\n")
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(EXIT_ERROR)
+    except Exception as exc:  # an internal error must never look like "findings" (exit 1)
+        import traceback
+
+        traceback.print_exc()
+        sys.stderr.write(f"speedlint: internal error: {exc!r}; please report this bug\n")
+        sys.exit(EXIT_ERROR)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
