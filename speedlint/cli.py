@@ -111,33 +111,106 @@ def check(
     force_exclude: bool = typer.Option(False, "--force-exclude", help="Apply excludes to files named explicitly too (pre-commit)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the cache."),
     profile_rules: bool = typer.Option(False, "--profile-rules", help="Print time spent per phase and per rule."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Worker processes (default: one per core; 1: no pool)."),
     unsafe_fixes: bool = typer.Option(False, "--unsafe-fixes", help="Count unsafe fixes as available."),
     config: Optional[Path] = CONFIG,
     isolated: bool = ISOLATED,
     target_torch_version: Optional[str] = TORCH_VERSION,
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="Report only findings that are not in this baseline file."),
+    write_baseline: Optional[Path] = typer.Option(None, "--write-baseline", help="Record the current findings in this baseline file and exit 0."),
 ) -> None:
     """Check files for slow PyTorch training patterns. Never runs your code."""
-    from speedlint.analyzer.report import emit_check
-    from speedlint.analyzer.runner import check_paths, check_stdin
+    from speedlint.analyzer.baseline import BaselineError, filter_result, load_baseline, write_baseline as write_baseline_file
+    from speedlint.analyzer.config import ConfigError
+    from speedlint.analyzer.report import FORMATS, emit_check
+    from speedlint.analyzer.runner import RunResult, check_paths, check_stdin
 
+    if output_format not in FORMATS:
+        raise UsageFailure(f"unknown output format `{output_format}` (choose from {', '.join(FORMATS)})")
     overrides = _overrides(select, ignore, extend_select, preview, unsafe_fixes, target_torch_version)
     resolver = _resolver(overrides, config, isolated)
     paths = paths or ["."]
-    if paths == ["-"]:
-        result = check_stdin(sys.stdin.read(), stdin_filename or "-", resolver)
-    else:
-        result = check_paths(paths, resolver, force_exclude=force_exclude, profile=profile_rules, use_cache=not no_cache)
+    try:
+        entries = load_baseline(baseline) if baseline is not None else None
+        if paths == ["-"]:
+            text = _read_stdin().text
+            name = stdin_filename or "-"
+            if force_exclude and stdin_filename and _stdin_excluded(stdin_filename, resolver):
+                result = RunResult()
+            else:
+                result = check_stdin(text, name, resolver)
+        else:
+            result = check_paths(paths, resolver, force_exclude=force_exclude, profile=profile_rules, use_cache=not no_cache, jobs=jobs)
+        if write_baseline is not None:
+            sources = {r.path: r.source for r in result.files}
+            n = write_baseline_file(write_baseline, result.findings, sources)
+            sys.stderr.write(f"speedlint: wrote {n} finding{'s' if n != 1 else ''} to baseline {write_baseline}\n")
+            for d in result.diagnostics:
+                sys.stderr.write(f"speedlint: {d.path}: {d.kind}: {d.message} (not baselined)\n")
+            raise typer.Exit(EXIT_ERROR if result.missing else EXIT_CLEAN)
+        outcome = filter_result(result, entries, baseline.parent) if entries is not None and baseline is not None else None
+        unsafe = unsafe_fixes or resolver.for_directory(Path.cwd()).unsafe_fixes
+    except (ConfigError, BaselineError) as exc:
+        raise UsageFailure(str(exc)) from None
     code = emit_check(
         result,
         output_format=output_format,
         output_file=output_file,
         quiet=quiet,
         statistics=statistics,
-        unsafe_fixes=unsafe_fixes,
+        unsafe_fixes=unsafe,
     )
+    if outcome is not None and not quiet:
+        _baseline_note(outcome, baseline)
     if result.missing:
         raise typer.Exit(EXIT_ERROR)
-    raise typer.Exit(EXIT_CLEAN if exit_zero else code)
+    raise typer.Exit(EXIT_CLEAN if exit_zero and code != EXIT_ERROR else code)
+
+
+def _read_stdin():  # type: ignore[no-untyped-def]
+    """Code on stdin, decoded like a file (coding cookie, BOM), line endings kept as they are."""
+    from speedlint.analyzer.sources import Source, SourceError, decode
+
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is None:  # a text-only stdin (tests, embedding)
+        return Source(sys.stdin.read(), "utf-8")
+    try:
+        return decode(buffer.read(), "<stdin>")
+    except SourceError as exc:
+        raise UsageFailure(f"stdin: {exc}") from None
+
+
+def _write_stdout(source, text: str) -> None:  # type: ignore[no-untyped-def]
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        sys.stdout.write(text)
+    else:
+        sys.stdout.flush()
+        buffer.write(source.encode(text))
+        buffer.flush()
+
+
+def _stdin_excluded(filename: str, resolver) -> bool:  # type: ignore[no-untyped-def]
+    """`--force-exclude` with `--stdin-filename`: whether the excludes cover that name."""
+    from speedlint.analyzer.discovery import matches_excludes
+    from speedlint.analyzer.runner import excludes_for
+
+    path = Path(filename).absolute()
+    patterns, root = excludes_for(resolver)(path.parent)
+    return matches_excludes(path, False, patterns, root)
+
+
+def _baseline_note(outcome, baseline: Path) -> None:  # type: ignore[no-untyped-def]
+    """Stale baseline entries: a short note on stderr, never a failure."""
+    if not outcome.stale:
+        return
+    n = sum(missing for _, missing in outcome.stale)
+    lines = [f"speedlint: note: {n} baseline entr{'ies' if n != 1 else 'y'} in {baseline} no longer match (fixed or changed); refresh it with --write-baseline {baseline}"]
+    for entry, missing in outcome.stale[:10]:
+        lines.append(f"  stale: {entry.path}: {entry.code} `{entry.content}`" + (f" (x{missing})" if missing > 1 else ""))
+    if len(outcome.stale) > 10:
+        lines.append(f"  ... and {len(outcome.stale) - 10} more")
+    sys.stderr.write("\n".join(lines) + "\n")
 
 
 # -- fix ---------------------------------------------------------------------------------------
@@ -165,11 +238,24 @@ def fix(
     overrides = _overrides(select, ignore, extend_select, preview, unsafe_fixes, target_torch_version, options)
     resolver = _resolver(overrides, config, isolated)
     paths = paths or ["."]
-    if paths == ["-"]:
-        outcome = fix_stdin(sys.stdin.read(), stdin_filename or "-", resolver)
-        sys.stdout.write(outcome.fixed)
-        raise typer.Exit(EXIT_ERROR if any(d.kind == "internal-error" for d in outcome.diagnostics) else EXIT_CLEAN)
-    result = fix_paths(paths, resolver, apply=apply, force_exclude=force_exclude)
+    from speedlint.analyzer.config import ConfigError
+
+    try:
+        if paths == ["-"]:
+            source = _read_stdin()
+            if force_exclude and stdin_filename and _stdin_excluded(stdin_filename, resolver):
+                _write_stdout(source, source.text)
+                raise typer.Exit(EXIT_CLEAN)
+            outcome = fix_stdin(source.text, stdin_filename or "-", resolver)
+            _write_stdout(source, outcome.fixed)
+            for d in outcome.diagnostics:
+                sys.stderr.write(f"speedlint: {d.path}: {d.kind}: {d.message}\n")
+            if any(d.kind == "internal-error" for d in outcome.diagnostics):
+                raise typer.Exit(EXIT_ERROR)
+            raise typer.Exit(EXIT_FINDINGS if any(d.kind == "error" for d in outcome.diagnostics) else EXIT_CLEAN)
+        result = fix_paths(paths, resolver, apply=apply, force_exclude=force_exclude)
+    except ConfigError as exc:
+        raise UsageFailure(str(exc)) from None
     raise typer.Exit(emit_fix(result, apply=apply))
 
 
@@ -196,6 +282,21 @@ def explain(code: str = typer.Argument(..., help="A rule code (SPD101) or name (
     except KeyError:
         raise UsageFailure(f"unknown rule `{code}`; `speedlint rules` lists them") from None
     emit_explain(rule)
+
+
+# -- clean -------------------------------------------------------------------------------------
+@app.command()
+def clean(
+    config: Optional[Path] = CONFIG,
+    isolated: bool = ISOLATED,
+) -> None:
+    """Remove the result cache (.speedlint_cache/ at the project root)."""
+    from speedlint.analyzer.cache import clean as remove_cache
+    from speedlint.analyzer.runner import Overrides, cache_root
+
+    root = cache_root(_resolver(Overrides(), config, isolated))
+    removed, folder = remove_cache(root)
+    sys.stderr.write(f"Removed {folder}\n" if removed else f"No cache at {folder}\n")
 
 
 def main() -> None:

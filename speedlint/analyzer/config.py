@@ -11,9 +11,8 @@ import json
 import re
 import sys
 from dataclasses import asdict, dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -33,7 +32,8 @@ class Settings:
     ignore: Tuple[str, ...] = ()
     extend_select: Tuple[str, ...] = ()
     per_file_ignores: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
-    exclude: Tuple[str, ...] = ()
+    #: None: the default excludes; a tuple replaces them (like ruff).
+    exclude: Optional[Tuple[str, ...]] = None
     extend_exclude: Tuple[str, ...] = ()
     unsafe_fixes: bool = False
     preview: bool = False
@@ -56,12 +56,27 @@ _LIST_KEYS = {"select", "ignore", "extend-select", "exclude", "extend-exclude"}
 _BOOL_KEYS = {"unsafe-fixes", "preview"}
 KNOWN_KEYS = _LIST_KEYS | _BOOL_KEYS | {"per-file-ignores", "target-torch-version", "fix"}
 
+#: Options of the `[tool.speedlint.fix]` table: name -> (type check, description).
+FIX_OPTIONS: Dict[str, Tuple[Callable[[Any], bool], str]] = {
+    "accumulation_steps": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a positive integer"),
+}
+
 
 def parse_version(text: str) -> Tuple[int, int]:
-    m = re.match(r"^\s*(\d+)(?:\.(\d+))?", str(text))
+    """`"2.1"`, `"2"`, `"2.1.0"`, `"2.1.0+cu121"` -> (major, minor)."""
+    m = re.match(r"^\s*(\d+)(?:\.(\d+))?(?:\.\d+)?(?:(?:a|b|rc|\.post|\.dev)\d+)*(?:\+[\w.]+)?\s*$", str(text))
     if not m:
-        raise ConfigError(f"invalid torch version `{text}` (expected e.g. \"2.1\")")
+        raise ConfigError(f"invalid torch version `{text}` (expected a version like \"2.1\")")
     return int(m.group(1)), int(m.group(2) or 0)
+
+
+def _unknown_key(source: str, key: str, known: Iterable[str], what: str = "speedlint settings") -> ConfigError:
+    import difflib
+
+    known = sorted(known)
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f"; did you mean `{close[0]}`?" if close else ""
+    return ConfigError(f"{source}: unknown key `{key}` in {what}{hint} (known: {', '.join(known)})")
 
 
 def settings_from_table(table: Dict[str, Any], source: str, root: Optional[str]) -> Settings:
@@ -69,7 +84,7 @@ def settings_from_table(table: Dict[str, Any], source: str, root: Optional[str])
     kwargs: Dict[str, Any] = {"root": root}
     for key, value in table.items():
         if key not in KNOWN_KEYS:
-            raise ConfigError(f"{source}: unknown key `{key}` in speedlint settings (known: {', '.join(sorted(KNOWN_KEYS))})")
+            raise _unknown_key(source, key, KNOWN_KEYS)
         attr = key.replace("-", "_")
         if key in _LIST_KEYS:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -86,8 +101,8 @@ def settings_from_table(table: Dict[str, Any], source: str, root: Optional[str])
                 raise ConfigError(f"{source}: `per-file-ignores` must map glob patterns to lists of codes")
             kwargs[attr] = tuple((k, tuple(v)) for k, v in value.items())
         elif key == "target-torch-version":
-            if not isinstance(value, (str, int, float)):
-                raise ConfigError(f"{source}: `target-torch-version` must be a version string like \"2.1\"")
+            if isinstance(value, bool) or not isinstance(value, (str, int)):
+                raise ConfigError(f"{source}: `target-torch-version` must be a quoted version string like \"2.1\"")
             try:
                 kwargs[attr] = parse_version(str(value))
             except ConfigError as exc:
@@ -95,7 +110,16 @@ def settings_from_table(table: Dict[str, Any], source: str, root: Optional[str])
         elif key == "fix":
             if not isinstance(value, dict):
                 raise ConfigError(f"{source}: `fix` must be a table of fixer options")
-            kwargs["fix_options"] = tuple(sorted(value.items()))
+            options = []
+            for name, option in value.items():
+                norm = str(name).replace("-", "_")
+                if norm not in FIX_OPTIONS:
+                    raise _unknown_key(source, name, [k.replace("_", "-") for k in FIX_OPTIONS], "the `fix` table")
+                check, expected = FIX_OPTIONS[norm]
+                if not check(option):
+                    raise ConfigError(f"{source}: `fix.{name}` must be {expected}")
+                options.append((norm, option))
+            kwargs["fix_options"] = tuple(sorted(options))
     from speedlint.analyzer.registry import SelectionError, validate_selectors
 
     try:
@@ -129,7 +153,6 @@ def load_config_file(path: Path) -> Settings:
     return settings
 
 
-@lru_cache(maxsize=None)
 def find_config_file(directory: Path) -> Optional[Path]:
     """The closest config file at or above `directory` (pyproject.toml only with [tool.speedlint])."""
     for folder in [directory, *directory.parents]:
@@ -141,6 +164,13 @@ def find_config_file(directory: Path) -> Optional[Path]:
                         if "speedlint" not in _read_toml(candidate).get("tool", {}):
                             continue
                     except ConfigError:
+                        # A broken pyproject.toml is only our problem when it configures speedlint.
+                        try:
+                            mentions = "tool.speedlint" in candidate.read_text(encoding="utf-8", errors="replace")
+                        except OSError:
+                            mentions = False
+                        if mentions:
+                            raise
                         continue
                 return candidate
     return None
@@ -164,7 +194,6 @@ def _min_version(spec: str) -> Optional[Tuple[int, int]]:
     return min(lows) if lows else None
 
 
-@lru_cache(maxsize=None)
 def declared_torch_version(root: Path) -> Optional[Tuple[int, int]]:
     """The lowest torch version the project at `root` declares support for, if it says."""
     specs = []

@@ -1,12 +1,21 @@
-"""File discovery: the paths given, folders walked with `.gitignore` respected and default excludes."""
+"""File discovery: the paths given, folders walked with `.gitignore` respected and excludes applied.
+
+Excludes are gitignore-style patterns relative to the folder of the config file they come from
+(a pattern without a slash, like `build` or `*_pb2.py`, matches that name at any depth). Each
+folder uses the excludes of the config that applies to it (the closest one), given by the
+`excludes_for(folder)` callback; `exclude` replaces the default list, `extend-exclude` adds to it.
+
+Files named explicitly on the command line are always checked, unless `force_exclude` is set
+(pre-commit passes every staged file by name: `--force-exclude` makes excludes apply to them).
+"""
 
 from __future__ import annotations
 
 import os
-from functools import lru_cache
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import pathspec
 
@@ -17,6 +26,9 @@ DEFAULT_EXCLUDES = (
 )
 PYTHON_SUFFIXES = (".py", ".pyi")
 
+#: (patterns, the folder they are relative to) for a folder.
+ExcludesFor = Callable[[Path], Tuple[Sequence[str], Path]]
+
 
 @dataclass
 class Discovery:
@@ -24,15 +36,22 @@ class Discovery:
     missing: List[str] = field(default_factory=list)
 
 
-def _spec(patterns: Iterable[str]) -> Optional[pathspec.PathSpec]:
-    patterns = [p for p in patterns if p.strip()]
+def exclude_patterns(exclude: Optional[Sequence[str]], extend_exclude: Sequence[str] = ()) -> Tuple[str, ...]:
+    """The effective patterns: `exclude` (or the defaults when unset) plus `extend-exclude`."""
+    base = DEFAULT_EXCLUDES if exclude is None else tuple(exclude)
+    return tuple(base) + tuple(extend_exclude)
+
+
+@lru_cache(maxsize=256)
+def _spec(patterns: Tuple[str, ...]) -> Optional[pathspec.PathSpec]:
+    patterns = tuple(p for p in patterns if p.strip())
     return pathspec.GitIgnoreSpec.from_lines(patterns) if patterns else None
 
 
 def _load_gitignore(folder: Path) -> Optional[pathspec.PathSpec]:
     path = folder / ".gitignore"
     try:
-        return _spec(path.read_text(encoding="utf-8", errors="replace").splitlines())
+        return _spec(tuple(path.read_text(encoding="utf-8", errors="replace").splitlines()))
     except OSError:
         return None
 
@@ -45,42 +64,57 @@ def _git_root(start: Path) -> Optional[Path]:
     return None
 
 
-class _Ignorer:
-    """Decides whether a path is excluded: default names, user patterns, and .gitignore files."""
+def _relative(path: Path, root: Path) -> str:
+    """`path` relative to `root` (posix); just the name when it lies outside."""
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return path.name
 
-    def __init__(self, exclude: Sequence[str], root: Path, respect_gitignore: bool) -> None:
-        self.names = set(DEFAULT_EXCLUDES)
-        self.user = _spec(exclude)
-        self.root = root
+
+def matches_excludes(path: Path, is_dir: bool, patterns: Sequence[str], root: Path) -> bool:
+    """Whether `path` (or one of its folders below `root`) matches the gitignore-style `patterns`."""
+    spec = _spec(tuple(patterns))
+    if spec is None:
+        return False
+    rel = _relative(path.resolve(), root.resolve())
+    if rel in ("", "."):
+        return False
+    return spec.match_file(rel + ("/" if is_dir else ""))
+
+
+class _Ignorer:
+    """Decides whether a path is excluded: config excludes (or defaults) and .gitignore files."""
+
+    def __init__(self, excludes_for: ExcludesFor, respect_gitignore: bool) -> None:
+        self.excludes_for = excludes_for
         self.respect_gitignore = respect_gitignore
-        self._gitignores: dict = {}
+        self._gitignores: Dict[Path, Optional[pathspec.PathSpec]] = {}
+        self._by_folder: Dict[Path, Tuple[Sequence[str], Path]] = {}
 
     def _gitignore(self, folder: Path) -> Optional[pathspec.PathSpec]:
         if folder not in self._gitignores:
             self._gitignores[folder] = _load_gitignore(folder)
         return self._gitignores[folder]
 
-    def user_excluded(self, path: Path) -> bool:
-        if self.user is None:
-            return False
-        try:
-            rel = path.resolve().relative_to(self.root)
-        except ValueError:
-            rel = Path(path.name)
-        text = rel.as_posix() + ("/" if path.is_dir() else "")
-        return self.user.match_file(text) or any(self.user.match_file(part) for part in rel.parts)
+    def _excludes(self, folder: Path) -> Tuple[Sequence[str], Path]:
+        if folder not in self._by_folder:
+            self._by_folder[folder] = self.excludes_for(folder)
+        return self._by_folder[folder]
+
+    def config_excluded(self, path: Path, is_dir: bool) -> bool:
+        patterns, root = self._excludes(path.parent)
+        return matches_excludes(path, is_dir, patterns, root)
 
     def excluded(self, path: Path, is_dir: bool) -> bool:
-        if path.name in self.names:
-            return True
-        if self.user_excluded(path):
+        if self.config_excluded(path, is_dir):
             return True
         if not self.respect_gitignore:
             return False
-        git_root = _git_root(path.parent.resolve())
+        resolved = path.resolve()
+        git_root = _git_root(resolved.parent)
         if git_root is None:
             return False
-        resolved = path.resolve()
         for folder in [resolved.parent, *resolved.parent.parents]:
             spec = self._gitignore(folder)
             if spec is not None:
@@ -92,16 +126,27 @@ class _Ignorer:
         return False
 
 
+def _fixed_excludes(exclude: Optional[Sequence[str]], root: Optional[Path]) -> ExcludesFor:
+    patterns = exclude_patterns(exclude)
+    base = (root or Path.cwd()).resolve()
+    return lambda folder: (patterns, base)
+
+
 def discover(
     paths: Sequence[str],
-    exclude: Sequence[str] = (),
+    exclude: Optional[Sequence[str]] = None,
     root: Optional[Path] = None,
     respect_gitignore: bool = True,
     force_exclude: bool = False,
+    excludes_for: Optional[ExcludesFor] = None,
 ) -> Discovery:
-    """Python files under `paths`. Files named explicitly are kept unless `force_exclude`."""
+    """Python files under `paths`. Files named explicitly are kept unless `force_exclude`.
+
+    `excludes_for(folder)` gives the patterns that apply in a folder and the folder they are
+    relative to; without it, `exclude` (default list when None) relative to `root` applies everywhere.
+    """
     result = Discovery()
-    ignorer = _Ignorer(exclude, (root or Path.cwd()).resolve(), respect_gitignore)
+    ignorer = _Ignorer(excludes_for or _fixed_excludes(exclude, root), respect_gitignore)
     seen = set()
     for raw in paths:
         path = Path(raw)
@@ -109,12 +154,14 @@ def discover(
             result.missing.append(raw)
             continue
         if path.is_file():
-            if force_exclude and ignorer.excluded(path, False):
+            if force_exclude and ignorer.config_excluded(path.absolute(), False):
                 continue
             key = path.resolve()
             if key not in seen:
                 seen.add(key)
                 result.files.append(path)
+            continue
+        if force_exclude and ignorer.config_excluded(path.absolute(), True):
             continue
         for file in _walk(path, ignorer):
             key = file.resolve()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Dict, List, Optional, Sequence, Tuple, Type
 
 import libcst as cst
@@ -46,6 +47,9 @@ class Profile:
     rules: Dict[str, float] = field(default_factory=dict)
     files: int = 0
     parsed: int = 0
+    cached: int = 0  # files answered from the cache
+    workers: int = 0  # worker processes used (0: in-process)
+    wall: float = 0.0  # wall seconds of the whole run (phases are summed over processes)
 
     def add(self, phase: str, seconds: float) -> None:
         self.phases[phase] = self.phases.get(phase, 0.0) + seconds
@@ -57,6 +61,7 @@ class Profile:
             self.rules[k] = self.rules.get(k, 0.0) + v
         self.files += other.files
         self.parsed += other.parsed
+        self.cached += other.cached
 
 
 def syntax_error_message(exc: Exception) -> str:
@@ -86,35 +91,47 @@ def analyze_text(
     except Exception as exc:  # ParserSyntaxError, and anything LibCST chokes on
         return Analysis(None, [], [Diagnostic(path, syntax_error_message(exc))])
     t2 = time.perf_counter()
-    ctx = FileContext(path, text, module, settings)
-    visitors = [rule(ctx) for rule in enabled]
-    if profile is not None:
+    if profile is None:
+        ctx = FileContext(path, text, module, settings)
+        visitors = [rule(ctx) for rule in enabled]
+    else:
         profile.add("parse", t2 - t1)
         profile.parsed += 1
-        visitors = [_Timed(v, profile) for v in visitors]  # type: ignore[misc]
+        ctx = _ProfiledContext(path, text, module, settings)
+        ctx._profile = profile
+        visitors = [_Timed(rule(ctx), profile) for rule in enabled]  # type: ignore[misc]
     try:
         ctx.wrapper.visit_batched(visitors)
     except RecursionError:
         return Analysis(None, [], [Diagnostic(path, "file too deeply nested to analyse")])
     t3 = time.perf_counter()
     findings: List[Finding] = []
+    edit_time = 0.0
     for visitor in visitors:
         rule = visitor.rule if isinstance(visitor, _Timed) else visitor
         for report in rule.reports:
-            findings.append(_finding(ctx, rule, report))
+            finding, spent = _finding(ctx, rule, report, profile is not None)
+            findings.append(finding)
+            edit_time += spent
     findings.sort(key=Finding.sort_key)
     if profile is not None:
-        profile.add("rules", t3 - t2)
-        profile.add("positions", time.perf_counter() - t3)
+        providers = getattr(ctx, "_provider_time", 0.0)
+        profile.add("rules", t3 - t2 - providers)
+        profile.add("positions", time.perf_counter() - t3 - edit_time)
+        if edit_time:
+            profile.add("fixes", edit_time)
     return Analysis(ctx, findings)
 
 
-def _finding(ctx: FileContext, rule: Rule, report) -> Finding:  # type: ignore[no-untyped-def]
+def _finding(ctx: FileContext, rule: Rule, report, timed: bool = False) -> Tuple[Finding, float]:  # type: ignore[no-untyped-def]
     pos = ctx.position(report.node)
     edits: Tuple[Edit, ...] = ()
     fix = report.fix
+    spent = 0.0
     if fix is not None and fix.replacements:
+        t = time.perf_counter() if timed else 0.0
         edits = tuple(_edit(ctx, node, new) for node, new in fix.replacements)
+        spent = time.perf_counter() - t if timed else 0.0
     return Finding(
         code=rule.code,
         name=rule.name,
@@ -128,7 +145,7 @@ def _finding(ctx: FileContext, rule: Rule, report) -> Finding:  # type: ignore[n
         fix=fix,
         edits=edits,
         status=rule.status,
-    )
+    ), spent
 
 
 def _edit(ctx: FileContext, node: cst.CSTNode, new) -> Edit:  # type: ignore[no-untyped-def]
@@ -142,6 +159,37 @@ def _edit(ctx: FileContext, node: cst.CSTNode, new) -> Edit:  # type: ignore[no-
     return Edit(pos.start.line, pos.start.column, pos.end.line, pos.end.column, content)
 
 
+def _timed_provider(name: str):  # type: ignore[no-untyped-def]
+    compute = getattr(FileContext, name).func
+
+    def get(self):  # type: ignore[no-untyped-def]
+        self._provider_depth += 1
+        t = time.perf_counter()
+        try:
+            return compute(self)
+        finally:
+            self._provider_depth -= 1
+            if self._provider_depth == 0:  # nested providers are counted once, by the outermost
+                spent = time.perf_counter() - t
+                self._provider_time += spent
+                self._profile.add("providers", spent)
+
+    get.__name__ = name
+    return cached_property(get)
+
+
+class _ProfiledContext(FileContext):
+    """A FileContext that bills the first use of each shared provider to the "providers" phase."""
+
+    _profile: Profile
+    _provider_time = 0.0
+    _provider_depth = 0
+
+    imports = _timed_provider("imports")
+    torch = _timed_provider("torch")
+    values = _timed_provider("values")
+
+
 class _Timed(cst.BatchableCSTVisitor):
     """Wraps a rule to time its visit methods (only with --profile-rules)."""
 
@@ -153,14 +201,18 @@ class _Timed(cst.BatchableCSTVisitor):
     def get_visitors(self):  # type: ignore[no-untyped-def]
         code = self.rule.code
         rules = self.profile.rules
+        ctx = self.rule.ctx
 
         def timed(fn):  # type: ignore[no-untyped-def]
             def run(node):  # type: ignore[no-untyped-def]
+                before = getattr(ctx, "_provider_time", 0.0)
                 t = time.perf_counter()
                 try:
                     return fn(node)
                 finally:
-                    rules[code] = rules.get(code, 0.0) + time.perf_counter() - t
+                    # the first use of a shared provider is billed to "providers", not the rule
+                    spent = time.perf_counter() - t - (getattr(ctx, "_provider_time", 0.0) - before)
+                    rules[code] = rules.get(code, 0.0) + spent
 
             return run
 

@@ -92,6 +92,10 @@ def with_keyword(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Ca
             args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
         else:
             args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            if isinstance(last.whitespace_after_arg, cst.ParenthesizedWhitespace):
+                # `f(\n    a, b\n)`: the line break before `)` follows the new last argument
+                args[-1] = args[-1].with_changes(whitespace_after_arg=cst.SimpleWhitespace(""))
+                new_arg = new_arg.with_changes(whitespace_after_arg=last.whitespace_after_arg)
     args.append(new_arg)
     return call.with_changes(args=args)
 

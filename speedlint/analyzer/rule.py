@@ -131,6 +131,29 @@ class Fix:
 
 
 @dataclass(frozen=True)
+class FixSummary:
+    """What the reports need of a `Fix`, without the tree: picklable and serialisable.
+
+    Findings restored from the cache or sent back by a worker process carry this instead of the
+    `Fix` (which holds CST nodes). It answers `title`, `applicability`, `imports` and `applicable`
+    like the `Fix` it summarises; it cannot be applied (`speedlint fix` always re-analyses).
+    """
+
+    title: str
+    applicability: Applicability
+    applicable: bool
+    imports: Tuple[ImportSpec, ...] = ()
+    replacements: Tuple[Any, ...] = ()
+    fixer: None = None
+
+    @classmethod
+    def of(cls, fix: "Union[Fix, FixSummary]") -> "FixSummary":
+        if isinstance(fix, FixSummary):
+            return fix
+        return cls(fix.title, fix.applicability, fix.applicable, tuple(fix.imports))
+
+
+@dataclass(frozen=True)
 class Edit:
     """A textual edit (1-based lines, 0-based columns as LibCST reports them, end exclusive)."""
 
@@ -152,9 +175,15 @@ class Finding:
     end_line: int
     end_column: int  # 1-based, exclusive
     impact: Impact
-    fix: Optional[Fix] = None
+    fix: Optional[Union[Fix, FixSummary]] = None
     edits: Tuple[Edit, ...] = ()
     status: Status = Status.STABLE
+
+    def portable(self) -> "Finding":
+        """This finding with its fix reduced to a `FixSummary` (picklable, cacheable)."""
+        if self.fix is None or isinstance(self.fix, FixSummary):
+            return self
+        return replace(self, fix=FixSummary.of(self.fix))
 
     @property
     def location(self) -> str:

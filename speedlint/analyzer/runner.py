@@ -56,6 +56,7 @@ class SettingsResolver:
         self.isolated = isolated
         self._fixed: Optional[Settings] = None
         self._by_file: Dict[Path, Settings] = {}
+        self._by_folder: Dict[Path, Settings] = {}  # folder -> effective settings (one lookup per folder)
         if config is not None:
             if not config.is_file():
                 raise ConfigError(f"config file not found: {config}")
@@ -67,6 +68,9 @@ class SettingsResolver:
         if self.isolated:
             return self.overrides.apply(Settings(root=str(Path.cwd())))
         folder = folder.resolve()
+        known = self._by_folder.get(folder)
+        if known is not None:
+            return known
         config = find_config_file(folder)
         if config is None:
             base = Settings(root=str(Path.cwd()), target_torch_version=_declared_near(folder))
@@ -74,7 +78,8 @@ class SettingsResolver:
             if config not in self._by_file:
                 self._by_file[config] = load_config_file(config)
             base = self._by_file[config]
-        return self.overrides.apply(base)
+        settings = self._by_folder[folder] = self.overrides.apply(base)
+        return settings
 
     def for_file(self, path: Path) -> Settings:
         return self.for_directory(path.parent)
@@ -121,11 +126,19 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
+def excludes_for(resolver: SettingsResolver):  # type: ignore[no-untyped-def]
+    """For discovery: the exclude patterns of the config that applies in a folder, and their root."""
+    from speedlint.analyzer.discovery import exclude_patterns
+
+    def lookup(folder: Path):  # type: ignore[no-untyped-def]
+        s = resolver.for_directory(folder)
+        return exclude_patterns(s.exclude, s.extend_exclude), Path(s.root) if s.root else Path.cwd()
+
+    return lookup
+
+
 def collect_files(paths: Sequence[str], resolver: SettingsResolver, force_exclude: bool = False):  # type: ignore[no-untyped-def]
-    base = resolver.for_directory(Path.cwd())
-    root = Path(base.root) if base.root else Path.cwd()
-    found = discover(paths, exclude=base.exclude + base.extend_exclude, root=root, force_exclude=force_exclude)
-    return found
+    return discover(paths, force_exclude=force_exclude, excludes_for=excludes_for(resolver))
 
 
 def check_paths(
@@ -136,12 +149,23 @@ def check_paths(
     use_cache: bool = True,
     jobs: Optional[int] = None,
 ) -> RunResult:
+    """Check files: cached results for unchanged files, the rest in parallel (see parallel.py)."""
+    from speedlint.analyzer.parallel import check_files
+
     found = collect_files(paths, resolver, force_exclude)
     result = RunResult(missing=found.missing, profile=Profile() if profile else None)
-    for path in found.files:
-        settings = resolver.for_file(path)
-        result.files.append(check_file(str(path), rules_for(settings), settings, display_path(path), result.profile))
+    files = [(path, display_path(path)) for path in found.files]
+    root = cache_root(resolver) if use_cache else None
+    result.files, warnings = check_files(files, resolver.for_file, rules_for, root, result.profile, jobs)
+    for message in warnings:
+        result.files.append(FileResult(str(root), diagnostics=[Diagnostic(str(root), message, "warning")]))
     return result
+
+
+def cache_root(resolver: SettingsResolver) -> Path:
+    """Where `.speedlint_cache/` lives: the folder of the config file that applies to cwd, or cwd."""
+    base = resolver.for_directory(Path.cwd())
+    return Path(base.root) if base.root else Path.cwd()
 
 
 def check_stdin(text: str, filename: str, resolver: SettingsResolver) -> RunResult:

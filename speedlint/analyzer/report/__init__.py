@@ -62,7 +62,9 @@ def emit_check(
     findings = result.findings
     diagnostics = result.diagnostics
     with _output(output_file) as out:
-        if statistics:
+        if statistics and output_format == "json":
+            out.write(json.dumps(statistics_json(findings), indent=2) + "\n")
+        elif statistics:
             print_statistics(out, findings)
         elif output_format == "full":
             console = _console(out, plain=output_file is not None)
@@ -76,7 +78,8 @@ def emit_check(
         elif output_format == "sarif":
             from speedlint.analyzer.report.sarif import sarif_document
 
-            out.write(json.dumps(sarif_document(findings, diagnostics), indent=2) + "\n")
+            sources = {r.path: r.source for r in result.files if r.findings}
+            out.write(json.dumps(sarif_document(findings, diagnostics, sources), indent=2) + "\n")
         elif output_format == "github":
             from speedlint.analyzer.report.github import github_lines
 
@@ -85,6 +88,18 @@ def emit_check(
     if result.profile is not None:
         print_profile(result.profile)
     return _exit_code(result)
+
+
+def statistics_json(findings) -> List[Dict[str, Any]]:  # type: ignore[no-untyped-def]
+    """`--statistics --output-format json`: one object per rule, most frequent first."""
+    from collections import Counter
+
+    counts = Counter((f.code, f.name) for f in findings)
+    fixable = Counter(f.code for f in findings if f.fix is not None and f.fix.applicable)
+    return [
+        {"code": code, "name": name, "count": n, "fixable": fixable.get(code, 0)}
+        for (code, name), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
 
 
 def finding_json(f) -> Dict[str, Any]:  # type: ignore[no-untyped-def]
@@ -129,16 +144,31 @@ def json_document(findings, diagnostics) -> Dict[str, Any]:  # type: ignore[no-u
     }
 
 
+PROFILE_PHASES = ("read", "cache", "pre-filter", "parse", "providers", "rules", "positions", "fixes", "suppressions")
+
+
+def profile_lines(profile) -> List[str]:  # type: ignore[no-untyped-def]
+    """The `--profile-rules` report as plain lines (phases in pipeline order, then rules by time)."""
+    total = sum(profile.phases.values()) or 1e-9
+    head = f"Profile: {profile.files} files, {profile.cached} from cache, {profile.parsed} parsed"
+    head += f", {profile.workers} worker processes" if profile.workers else ", in-process"
+    if profile.wall:
+        head += f"; wall {profile.wall:.3f} s"
+    lines = [head, "  phase (CPU seconds, summed over processes)"]
+    names = [p for p in PROFILE_PHASES if p in profile.phases] + sorted(set(profile.phases) - set(PROFILE_PHASES))
+    for name in names:
+        secs = profile.phases[name]
+        lines.append(f"    {name:<14}{secs:9.3f} s {100 * secs / total:5.1f}%")
+    if profile.rules:
+        lines.append("  rule (time in its visit methods, providers excluded)")
+        for name, secs in sorted(profile.rules.items(), key=lambda kv: (-kv[1], kv[0])):
+            lines.append(f"    {name:<14}{secs:9.3f} s")
+    return lines
+
+
 def print_profile(profile) -> None:  # type: ignore[no-untyped-def]
-    console = _console(sys.stderr, stderr=True)
-    table = Table(title=f"Profile: {profile.files} files read, {profile.parsed} parsed", title_justify="left")
-    table.add_column("phase / rule")
-    table.add_column("seconds", justify="right")
-    for name, secs in sorted(profile.phases.items(), key=lambda kv: -kv[1]):
-        table.add_row(name, f"{secs:.3f}")
-    for name, secs in sorted(profile.rules.items(), key=lambda kv: -kv[1]):
-        table.add_row(f"  rule {name}", f"{secs:.3f}")
-    console.print(table)
+    sys.stdout.flush()
+    sys.stderr.write("\n".join(profile_lines(profile)) + "\n")
 
 
 # -- fix -------------------------------------------------------------------------------------

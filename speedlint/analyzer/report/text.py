@@ -62,7 +62,7 @@ def print_full(
                 code_line = snippet(sources.get(f.path, ""), f.line)
                 if code_line:
                     console.print(Text.assemble(("    | ", "dim"), (code_line, "")))
-                console.print(Text("    " + f.impact.line(), style="dim"))
+                console.print(Text(f"    {f.impact.level_name} impact: {f.impact.typical}; matters {f.impact.when}", style="dim"))
                 label = fix_label(f)
                 if label:
                     console.print(Text("    " + label, style="green" if f.fix and f.fix.applicable else "dim"))
@@ -72,13 +72,12 @@ def print_full(
 
 def print_summary(console: Console, findings: Sequence[Finding], diagnostics: Sequence[Diagnostic], unsafe_fixes: bool) -> None:
     if findings:
-        table = Table(title="Ranked by expected impact", title_justify="left", show_edge=False, pad_edge=False)
-        table.add_column("impact")
-        table.add_column("code")
-        table.add_column("name")
-        table.add_column("count", justify="right")
-        table.add_column("wastes")
-        table.add_column("typically")
+        table = Table(title="Ranked by expected impact", title_justify="left", show_edge=False, pad_edge=False, box=None)
+        table.add_column("impact", no_wrap=True)
+        table.add_column("code", no_wrap=True)
+        table.add_column("name", no_wrap=True, overflow="ellipsis")
+        table.add_column("count", justify="right", no_wrap=True)
+        table.add_column("typically", overflow="fold", ratio=1)
         groups: Dict[str, List[Finding]] = defaultdict(list)
         for f in findings:
             groups[f.code].append(f)
@@ -87,7 +86,7 @@ def print_summary(console: Console, findings: Sequence[Finding], diagnostics: Se
             top = max(fs, key=lambda x: x.impact.level)
             table.add_row(
                 Text(top.impact.level_name, style=LEVEL_STYLE.get(top.impact.level, "")),
-                top.code, top.name, str(len(fs)), escape(top.impact.wastes), escape(top.impact.typical),
+                top.code, top.name, str(len(fs)), escape(top.impact.typical),
             )
         console.print(table)
     safe = sum(1 for f in findings if f.fix is not None and f.fix.applicable and f.fix.applicability is not UNSAFE)

@@ -1,0 +1,257 @@
+"""The result cache: an unchanged file under unchanged settings is never analysed twice.
+
+Layout (like ruff's): `<project root>/.speedlint_cache/` holds a `.gitignore` containing `*` (so
+the folder never shows up in `git status`), a `CACHEDIR.TAG`, and one JSON file per *bucket*.
+A bucket is keyed by
+
+* the speedlint version and a fingerprint of its own code (so editing a rule during development
+  never serves stale results),
+* the effective settings (`Settings.fingerprint()` plus the settings root),
+* the enabled rules (their codes),
+
+and maps each file (absolute path) to the hash of its bytes and its results: findings with
+their fix reduced to a `FixSummary` (title, applicability, edits: what the reports use) and
+diagnostics (a file that fails to parse is cached as its diagnostic). Internal errors are never
+cached.
+
+Writes are atomic (a temporary file in the same folder, then `os.replace`). Two runs that race
+each read the bucket, merge their own entries over what is on disk at the time they save, and
+replace the file: a reader always sees a complete file, and the worst a race can do is drop some
+entries (they are recomputed next time). A bucket that cannot be read or decoded is ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from speedlint import __version__
+from speedlint.analyzer.rule import (
+    Applicability,
+    Diagnostic,
+    Edit,
+    Finding,
+    FixSummary,
+    Impact,
+    ImportSpec,
+    Status,
+)
+
+CACHE_DIR_NAME = ".speedlint_cache"
+FORMAT = 1
+_GITIGNORE = "# Automatically created by speedlint.\n*\n"
+_CACHEDIR_TAG = (
+    "Signature: 8a477f597d28d172789f06886806bc55\n"
+    "# This file is a cache directory tag created by speedlint.\n"
+    "# For information about cache directory tags see https://bford.info/cachedir/\n"
+)
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+@lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """speedlint's version plus the size and mtime of each of its own modules (cheap: stats only)."""
+    import speedlint
+
+    root = Path(speedlint.__file__).resolve().parent
+    h = hashlib.blake2b(f"{__version__}/{FORMAT}".encode(), digest_size=16)
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                p = os.path.join(folder, name)
+                try:
+                    st = os.stat(p)
+                except OSError:
+                    continue
+                h.update(f"{os.path.relpath(p, root)}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return h.hexdigest()
+
+
+def bucket_key(settings_fingerprint: str, settings_root: Optional[str], rule_codes: Sequence[str]) -> str:
+    text = json.dumps([code_fingerprint(), settings_fingerprint, settings_root or "", sorted(rule_codes)])
+    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+
+# -- (de)serialisation ---------------------------------------------------------------------------
+def _impact_json(i: Impact) -> List[Any]:
+    return [i.wastes, i.when, i.typical, i.evidence, i.level]
+
+
+def _impact_load(v: List[Any]) -> Impact:
+    return Impact(v[0], v[1], v[2], v[3], v[4])
+
+
+def finding_to_json(f: Finding) -> List[Any]:
+    fix = None
+    if f.fix is not None:
+        s = FixSummary.of(f.fix)
+        fix = [s.title, s.applicability.value, s.applicable, [[i.module, i.obj] for i in s.imports]]
+    edits = [[e.line, e.column, e.end_line, e.end_column, e.content] for e in f.edits]
+    return [f.code, f.name, f.message, f.line, f.column, f.end_line, f.end_column, _impact_json(f.impact), fix, edits, f.status.value]
+
+
+def finding_from_json(v: List[Any], path: str) -> Finding:
+    fix = None
+    if v[8] is not None:
+        t, a, ok, imports = v[8]
+        fix = FixSummary(t, Applicability(a), bool(ok), tuple(ImportSpec(m, o) for m, o in imports))
+    return Finding(
+        code=v[0],
+        name=v[1],
+        message=v[2],
+        path=path,
+        line=v[3],
+        column=v[4],
+        end_line=v[5],
+        end_column=v[6],
+        impact=_impact_load(v[7]),
+        fix=fix,
+        edits=tuple(Edit(*e) for e in v[9]),
+        status=Status(v[10]),
+    )
+
+
+class CachedResult:
+    """What a bucket holds for one file."""
+
+    __slots__ = ("findings", "diagnostics", "parsed")
+
+    def __init__(self, findings: List[Finding], diagnostics: List[Diagnostic], parsed: bool) -> None:
+        self.findings = findings
+        self.diagnostics = diagnostics
+        self.parsed = parsed
+
+
+class Bucket:
+    """One (version, settings, rules) partition of the cache, loaded on first use."""
+
+    def __init__(self, cache: "ResultCache", key: str) -> None:
+        self.cache = cache
+        self.key = key
+        self.path = cache.directory / f"results-{key}.json"
+        self._entries: Optional[Dict[str, List[Any]]] = None
+        self._new: Dict[str, List[Any]] = {}
+
+    @property
+    def entries(self) -> Dict[str, List[Any]]:
+        if self._entries is None:
+            self._entries = _read_bucket(self.path)
+        return self._entries
+
+    def get(self, abspath: str, digest: str, shown: str) -> Optional[CachedResult]:
+        entry = self._new.get(abspath) or self.entries.get(abspath)
+        if entry is None or entry[0] != digest:
+            return None
+        try:
+            findings = [finding_from_json(v, shown) for v in entry[1]]
+            diagnostics = [Diagnostic(shown, m, k) for m, k in entry[2]]
+            return CachedResult(findings, diagnostics, bool(entry[3]))
+        except (TypeError, ValueError, IndexError, KeyError):
+            return None  # an entry from an incompatible writer: recompute
+
+    def put(self, abspath: str, digest: str, findings: Sequence[Finding], diagnostics: Sequence[Diagnostic], parsed: bool) -> None:
+        if any(d.kind == "internal-error" for d in diagnostics):
+            return
+        self._new[abspath] = [
+            digest,
+            [finding_to_json(f) for f in findings],
+            [[d.message, d.kind] for d in diagnostics],
+            parsed,
+        ]
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self._new)
+
+    def save(self) -> None:
+        if not self._new:
+            return
+        self.cache.ensure_directory()
+        merged = _read_bucket(self.path)  # what another run may have written meanwhile
+        merged.update(self._new)
+        data = json.dumps({"format": FORMAT, "entries": merged}, separators=(",", ":"))
+        _write_atomic(self.path, data.encode("utf-8"))
+        self._entries = merged
+        self._new = {}
+
+
+def _read_bucket(path: Path) -> Dict[str, List[Any]]:
+    try:
+        with open(path, "rb") as fh:
+            doc = json.loads(fh.read())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("entries"), dict):
+        return {}
+    return doc["entries"]
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+class ResultCache:
+    """The cache folder of one project root; hands out buckets per settings."""
+
+    def __init__(self, root: Path) -> None:
+        self.directory = Path(root) / CACHE_DIR_NAME
+        self._buckets: Dict[str, Bucket] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def bucket(self, settings_fingerprint: str, settings_root: Optional[str], rule_codes: Sequence[str]) -> Bucket:
+        key = bucket_key(settings_fingerprint, settings_root, rule_codes)
+        if key not in self._buckets:
+            self._buckets[key] = Bucket(self, key)
+        return self._buckets[key]
+
+    def ensure_directory(self) -> None:
+        d = self.directory
+        d.mkdir(parents=True, exist_ok=True)
+        for name, text in ((".gitignore", _GITIGNORE), ("CACHEDIR.TAG", _CACHEDIR_TAG)):
+            target = d / name
+            if not target.exists():
+                try:
+                    _write_atomic(target, text.encode("utf-8"))
+                except OSError:
+                    pass
+
+    def save(self) -> List[str]:
+        """Write every changed bucket; returns warnings (an unwritable cache is not an error)."""
+        warnings: List[str] = []
+        for bucket in self._buckets.values():
+            try:
+                bucket.save()
+            except OSError as exc:
+                warnings.append(f"cannot write the cache in {self.directory}: {exc.strerror or exc}")
+                break
+        return warnings
+
+
+def clean(root: Path) -> Tuple[bool, Path]:
+    """Remove `<root>/.speedlint_cache`; returns (removed?, the folder)."""
+    folder = Path(root) / CACHE_DIR_NAME
+    if not folder.is_dir():
+        return False, folder
+    shutil.rmtree(folder)
+    return True, folder

@@ -1,0 +1,274 @@
+"""Checking many files: cache look-up, pre-filter, then the files that need parsing, in parallel.
+
+The parent process reads each file once, hashes its bytes, and answers it from the cache when it
+can; else it decodes it and runs the text pre-filter (a file none of the enabled rules could fire
+on is done: never parsed). Only the files left are analysed: in-process for a handful (start-up
+would dominate), else in a pool of worker processes (`fork` where the platform has it, so the
+workers inherit the already-imported rules; nothing heavy is imported, never torch).
+
+Results are identical to a serial run and come back in discovery order: each file has its slot,
+whatever order the workers finish in. Workers re-read their files (the parent keeps no texts, so
+its memory stays flat) and send back findings with their fix reduced to a `FixSummary`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple, Type
+
+from speedlint.analyzer.config import Settings
+from speedlint.analyzer.engine import FileResult, Profile, analyze_text
+from speedlint.analyzer.rule import Diagnostic, Rule
+from speedlint.analyzer.sources import SourceError, decode, read_source
+
+#: Below either threshold the files are analysed in-process: a pool would cost more than it saves.
+MIN_PARALLEL_FILES = 16
+MIN_PARALLEL_BYTES = 256 * 1024
+
+
+@dataclass
+class Job:
+    index: int
+    path: str  # file system path
+    shown: str  # display path
+    settings: Settings
+    codes: Tuple[str, ...]  # the enabled rules
+    size: int
+    text: Optional[str] = None  # None: the worker re-reads the file
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))  # type: ignore[attr-defined]
+    except AttributeError:  # pragma: no cover - macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+def read_bytes(path: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError:
+        read_source(path)  # raises SourceError with the message the user sees
+        raise
+
+
+# -- analysing one file (parent or worker) --------------------------------------------------------
+_RULES_BY_CODE: Dict[str, Type[Rule]] = {}
+
+
+def _rules(codes: Sequence[str]) -> List[Type[Rule]]:
+    if not _RULES_BY_CODE:
+        from speedlint.analyzer.registry import all_rules
+
+        _RULES_BY_CODE.update((r.code, r) for r in all_rules())
+    return [_RULES_BY_CODE[c] for c in codes]
+
+
+def analyze_job(job: Job, profile: Optional[Profile]) -> Tuple[FileResult, Optional[str]]:
+    """Analyse one file; returns its result (portable findings) and the hash of what was read.
+
+    Never raises: an unreadable file or a crash in a rule becomes a diagnostic for that file.
+    """
+    from speedlint.analyzer.cache import content_hash
+    from speedlint.analyzer.suppress import apply_suppressions
+
+    text = job.text
+    digest = None
+    if text is None:
+        t = time.perf_counter()
+        try:
+            data = read_bytes(job.path)
+            digest = content_hash(data)
+            text = decode(data, job.path).text
+        except SourceError as exc:
+            return FileResult(job.shown, diagnostics=[Diagnostic(job.shown, str(exc))]), digest
+        finally:
+            if profile is not None:
+                profile.add("read", time.perf_counter() - t)
+    try:
+        analysis = analyze_text(text, job.shown, _rules(job.codes), job.settings, profile)
+        t = time.perf_counter()
+        findings = [f.portable() for f in apply_suppressions(analysis.findings, text, job.settings, job.shown)]
+        if profile is not None and analysis.findings:
+            profile.add("suppressions", time.perf_counter() - t)
+    except Exception as exc:  # a bug in a rule must not stop the run, nor hide the other files
+        return FileResult(job.shown, diagnostics=[Diagnostic(job.shown, f"internal error while analysing: {exc!r}; please report this bug", "internal-error")]), digest
+    result = FileResult(job.shown, findings, analysis.diagnostics, text if findings else None, analysis.ctx is not None)
+    return result, digest
+
+
+def _work(jobs: List[Job], profiling: bool) -> Tuple[List[Tuple[int, FileResult, Optional[str]]], Optional[Profile]]:
+    """The worker's task: a chunk of files."""
+    profile = Profile() if profiling else None
+    out = []
+    for job in jobs:
+        result, digest = analyze_job(job, profile)
+        out.append((job.index, result, digest))
+    return out, profile
+
+
+# -- the pool -------------------------------------------------------------------------------------
+def _chunks(jobs: List[Job], workers: int) -> List[List[Job]]:
+    """Largest files first (the tail of the run stays short), in chunks of similar size."""
+    ordered = sorted(jobs, key=lambda j: -j.size)
+    total = sum(j.size for j in ordered)
+    target = min(512 * 1024, max(32 * 1024, total // (workers * 16) or 1))
+    chunks: List[List[Job]] = []
+    current: List[Job] = []
+    size = 0
+    for job in ordered:
+        current.append(job)
+        size += job.size
+        if size >= target or len(current) >= 32:
+            chunks.append(current)
+            current, size = [], 0
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _context():  # type: ignore[no-untyped-def]
+    import multiprocessing
+
+    # fork: workers inherit the imported rules (no start-up imports). Only where it is safe.
+    if sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("spawn")
+
+
+def run_jobs(jobs: List[Job], workers: int, profile: Optional[Profile]) -> Dict[int, Tuple[FileResult, Optional[str]]]:
+    """Analyse `jobs` in a pool of `workers` processes (in-process when that is cheaper)."""
+    done: Dict[int, Tuple[FileResult, Optional[str]]] = {}
+    total = sum(j.size for j in jobs)
+    if workers <= 1 or len(jobs) < MIN_PARALLEL_FILES or total < MIN_PARALLEL_BYTES:
+        for job in jobs:
+            done[job.index] = analyze_job(job, profile)
+        return done
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    chunks = _chunks(jobs, workers)
+    workers = min(workers, len(chunks))
+    if profile is not None:
+        profile.workers = workers
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=_context()) as pool:
+            futures = [pool.submit(_work, chunk, profile is not None) for chunk in chunks]
+            for future in futures:
+                results, worker_profile = future.result()
+                for index, result, digest in results:
+                    done[index] = (result, digest)
+                if profile is not None and worker_profile is not None:
+                    profile.merge(worker_profile)
+    except BrokenProcessPool:  # a worker died (killed, out of memory): finish in-process
+        for job in jobs:
+            if job.index not in done:
+                done[job.index] = analyze_job(job, profile)
+    return done
+
+
+# -- the whole check ------------------------------------------------------------------------------
+def check_files(
+    files: Sequence[Tuple[Path, str]],
+    settings_for,  # type: ignore[no-untyped-def]
+    rules_for,  # type: ignore[no-untyped-def]
+    cache_root: Optional[Path],
+    profile: Optional[Profile] = None,
+    jobs: Optional[int] = None,
+) -> Tuple[List[FileResult], List[str]]:
+    """Check `files` ((path, display path) pairs); returns results in that order, and warnings."""
+    from speedlint.analyzer.cache import ResultCache, content_hash
+
+    start = time.perf_counter()
+    cache = ResultCache(cache_root) if cache_root is not None else None
+    results: List[Optional[FileResult]] = [None] * len(files)
+    pending: List[Job] = []
+    buckets = {}
+    digests: Dict[int, str] = {}
+    per_file: List[Tuple[Settings, Tuple[str, ...]]] = []
+    by_folder: Dict[Path, Tuple[Settings, List[Type[Rule]], Tuple[str, ...]]] = {}
+    t_read = t_cache = t_filter = 0.0
+    for index, (path, shown) in enumerate(files):
+        folder = path.parent
+        if folder not in by_folder:
+            settings = settings_for(path)
+            rules = rules_for(settings)
+            by_folder[folder] = (settings, rules, tuple(r.code for r in rules))
+        settings, rules, codes = by_folder[folder]
+        per_file.append((settings, codes))
+        t0 = time.perf_counter()
+        try:
+            data = read_bytes(str(path))
+        except SourceError as exc:
+            results[index] = FileResult(shown, diagnostics=[Diagnostic(shown, str(exc))])
+            continue
+        digest = content_hash(data)
+        t1 = time.perf_counter()
+        t_read += t1 - t0
+        bucket = None
+        if cache is not None:
+            key = (settings, codes)
+            bucket = buckets.get(key)
+            if bucket is None:
+                bucket = buckets[key] = cache.bucket(settings.fingerprint(), settings.root, codes)
+            hit = bucket.get(os.path.abspath(path), digest, shown)
+            if hit is not None:
+                source = None
+                if hit.findings:
+                    try:
+                        source = decode(data, shown).text
+                    except SourceError:
+                        source = None
+                results[index] = FileResult(shown, hit.findings, hit.diagnostics, source, hit.parsed)
+                cache.hits += 1
+                t_cache += time.perf_counter() - t1
+                continue
+            cache.misses += 1
+            t_cache += time.perf_counter() - t1
+        t2 = time.perf_counter()
+        try:
+            text = decode(data, shown).text
+        except SourceError as exc:
+            results[index] = FileResult(shown, diagnostics=[Diagnostic(shown, str(exc))])
+        else:
+            if any(r.can_fire_on(text) for r in rules):
+                pending.append(Job(index, str(path), shown, settings, codes, len(data), text))
+            else:
+                results[index] = FileResult(shown, source=None)
+        t_filter += time.perf_counter() - t2
+        digests[index] = digest
+    workers = jobs if jobs is not None else default_jobs()
+    parallel = workers > 1 and len(pending) >= MIN_PARALLEL_FILES and sum(j.size for j in pending) >= MIN_PARALLEL_BYTES
+    if parallel:
+        for job in pending:
+            job.text = None  # the workers re-read: the parent keeps no texts
+    done = run_jobs(pending, workers, profile)
+    for index, (result, digest) in done.items():
+        results[index] = result
+        if digest is not None and digest != digests.get(index):
+            digests[index] = digest  # the file changed between the two reads: cache what was analysed
+    warnings: List[str] = []
+    if cache is not None:
+        t3 = time.perf_counter()
+        for index, (path, _) in enumerate(files):
+            result = results[index]
+            if index not in digests or result is None:
+                continue
+            bucket = buckets[per_file[index]]
+            bucket.put(os.path.abspath(path), digests[index], result.findings, result.diagnostics, result.parsed)
+        warnings = cache.save()
+        t_cache += time.perf_counter() - t3
+    if profile is not None:
+        profile.add("read", t_read)
+        profile.add("pre-filter", t_filter)
+        if cache is not None:
+            profile.add("cache", t_cache)
+            profile.cached = cache.hits
+        profile.files = len(files)
+        profile.wall = time.perf_counter() - start
+    return [r if r is not None else FileResult(files[i][1]) for i, r in enumerate(results)], warnings

@@ -1,0 +1,139 @@
+"""Deprecated `torch.cuda.amp` spellings and their `torch.amp` replacements (SPD302, AMP codemod).
+
+* `torch.cuda.amp.autocast(args)` -> `torch.amp.autocast("cuda", args)`; its old positional
+  arguments (`enabled`, `dtype`, `cache_enabled`) become keywords, since the new signature starts
+  with `device_type`.
+* `torch.cuda.amp.GradScaler(args)` -> `torch.amp.GradScaler("cuda", args)` (same order after
+  the device).
+* `from torch.cuda.amp import autocast, GradScaler` -> `from torch.amp import autocast, GradScaler`,
+  together with every call of those names (one fix: the import and its calls change together).
+
+Uses only as a type annotation are not runtime calls and are left alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+import libcst as cst
+
+from speedlint.analyzer.context import FileContext
+from speedlint.analyzer.providers.names import dotted
+
+OLD = {"torch.cuda.amp.autocast": "autocast", "torch.cuda.amp.GradScaler": "GradScaler"}
+AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
+
+
+@dataclass
+class Site:
+    node: cst.CSTNode  # where the finding is reported
+    old: str  # the deprecated qualified name (or module for imports)
+    pairs: Optional[List[Tuple[cst.CSTNode, cst.CSTNode]]]  # None: not fixable
+    imports: List[Tuple[str, Optional[str]]] = field(default_factory=list)
+    kind: str = "call"
+
+
+def _torch_name(ctx: FileContext) -> Tuple[str, bool]:
+    """The local name of `torch`, and whether `import torch` must be added."""
+    names = [n for n, q in ctx.imports.aliases.items() if q == "torch"]
+    if "torch" in names:
+        return "torch", False
+    if names:
+        return names[0], False
+    return "torch", True
+
+
+def _new_call(ctx: FileContext, call: cst.Call, func: cst.BaseExpression, kind: str) -> Optional[cst.Call]:
+    if any(a.star for a in call.args):
+        return None
+    args = list(call.args)
+    cuda = cst.Arg(cst.SimpleString('"cuda"'))
+    if kind == "autocast":
+        new_args = []
+        for i, a in enumerate(args):
+            if a.keyword is None:
+                if i >= len(AUTOCAST_POSITIONAL):
+                    return None
+                a = a.with_changes(
+                    keyword=cst.Name(AUTOCAST_POSITIONAL[i]),
+                    equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+                )
+            new_args.append(a)
+        args = new_args
+    if args:
+        cuda = cuda.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return call.with_changes(func=func, args=[cuda, *args])
+
+
+def deprecated_sites(ctx: FileContext) -> List[Site]:
+    cached = getattr(ctx, "_speedlint_amp_api", None)
+    if cached is not None:
+        return cached
+    sites: List[Site] = []
+    by_local: Dict[str, List[cst.Call]] = {}
+    torch_name, need_import = _torch_name(ctx)
+    for call in ctx.torch.calls:
+        q = ctx.qualname(call.func)
+        if q not in OLD:
+            continue
+        kind = OLD[q]
+        if isinstance(call.func, cst.Name):
+            by_local.setdefault(call.func.value, []).append(call)
+            continue
+        func = cst.parse_expression(f"{torch_name}.amp.{kind}")
+        new = _new_call(ctx, call, func, kind)
+        imports = [("torch", None)] if need_import else []
+        sites.append(Site(call, q, [(call, new)] if new is not None else None, imports))
+    # `from torch.cuda.amp import autocast, GradScaler`: the import and the calls of its names
+    for stmt in _amp_imports(ctx):
+        local_names = {}
+        ok = True
+        for alias in stmt.names:  # type: ignore[union-attr]
+            name = dotted(alias.name) or ""
+            local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
+            if name not in ("autocast", "GradScaler"):
+                ok = False
+            local_names[local] = name
+        calls = [c for local in local_names for c in by_local.get(local, [])]
+        if not calls:
+            continue  # imported for annotations only: no runtime use of the deprecated API
+        pairs: Optional[List[Tuple[cst.CSTNode, cst.CSTNode]]] = []
+        if ok:
+            pairs.append((stmt.module, cst.parse_expression("torch.amp")))  # type: ignore[union-attr,arg-type]
+            for c in calls:
+                new = _new_call(ctx, c, c.func, local_names[c.func.value])  # type: ignore[union-attr]
+                if new is None:
+                    pairs = None
+                    break
+                pairs.append((c, new))
+        else:
+            pairs = None
+        sites.append(Site(stmt, "torch.cuda.amp", pairs, kind="import"))
+        for c in calls:
+            sites.append(Site(c, f"torch.cuda.amp.{local_names[c.func.value]}", pairs))  # type: ignore[union-attr]
+    ctx._speedlint_amp_api = sites  # type: ignore[attr-defined]
+    return sites
+
+
+def _amp_imports(ctx: FileContext) -> List[cst.ImportFrom]:
+    found: List[cst.ImportFrom] = []
+
+    class V(cst.CSTVisitor):
+        def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+            if node.module is not None and not node.relative and dotted(node.module) == "torch.cuda.amp" and not isinstance(node.names, cst.ImportStar):
+                found.append(node)
+
+    ctx.module.visit(V())
+    return found
+
+
+def deprecated_edits(ctx: FileContext, edits) -> None:  # type: ignore[no-untyped-def]
+    """Add the `torch.amp` rewrites to an `Edits` of a codemod (the AMP fixer)."""
+    for site in deprecated_sites(ctx):
+        if site.pairs is None:
+            continue
+        for old, new in site.pairs:
+            if old not in edits.replace:
+                edits.replace[old] = new
+        edits.imports.extend(site.imports)

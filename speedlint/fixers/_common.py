@@ -1,0 +1,477 @@
+"""Shared pieces of the training-loop codemods (AMP, gradient accumulation).
+
+* `Edits`: statement-level edits keyed on ORIGINAL nodes (replace, insert before/after, wrap a
+  run of statements in a `with`), applied in one transformer pass.
+* `context_for(module)`: the analysis facts (imports, training structure, value tracing) of a module.
+* Training-step helpers: the backward calls of a step loop, the statement holding a call, the
+  optimizer steps, gradient clipping.
+* Device inference: the device expression a script uses, as a static device type or run-time code.
+* Autocast coverage: is a step's forward already under `autocast` (any spelling)?
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor
+
+from speedlint.analyzer.config import Settings
+from speedlint.analyzer.context import FileContext
+from speedlint.analyzer.providers.names import dotted
+
+Loop = Union[cst.For, cst.While]
+Block = Union[cst.IndentedBlock, cst.Module]
+
+AUTOCAST_NAMES = ("torch.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast")
+SCALER_NAMES = ("torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch.amp.grad_scaler.GradScaler", "torch.cpu.amp.GradScaler")
+CLIP_NAMES = ("torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_", "torch.nn.utils.clip_grad_norm", "torch.nn.utils.clip_grad.clip_grad_norm_")
+
+
+def context_for(module: cst.Module, settings: Optional[Settings] = None) -> FileContext:
+    return FileContext("<fixer>", module.code, module, settings or Settings())
+
+
+def parse_expr(code: str) -> cst.BaseExpression:
+    return cst.parse_expression(code)
+
+
+def parse_stmt(code: str) -> cst.BaseStatement:
+    return cst.parse_statement(code)
+
+
+# -- edits -----------------------------------------------------------------------------------------
+WrapFactory = Callable[[List[cst.BaseStatement]], cst.BaseStatement]
+
+
+class Edits:
+    """Edits keyed on original nodes; `apply` runs them in one pass."""
+
+    def __init__(self) -> None:
+        self.replace: Dict[cst.CSTNode, Union[cst.CSTNode, Callable[[cst.CSTNode], cst.CSTNode]]] = {}
+        self.before: Dict[cst.CSTNode, List[cst.BaseStatement]] = defaultdict(list)
+        self.after: Dict[cst.CSTNode, List[cst.BaseStatement]] = defaultdict(list)
+        self.wraps: Dict[cst.CSTNode, List[Tuple[cst.CSTNode, cst.CSTNode, WrapFactory]]] = defaultdict(list)
+        self.imports: List[Tuple[str, Optional[str]]] = []
+
+    def wrap(self, block: cst.CSTNode, first: cst.CSTNode, last: cst.CSTNode, factory: WrapFactory) -> None:
+        self.wraps[block].append((first, last, factory))
+
+    def __bool__(self) -> bool:
+        return bool(self.replace or self.before or self.after or self.wraps)
+
+    def apply(self, module: cst.Module) -> cst.Module:
+        new = module.visit(_Apply(self))
+        if self.imports:
+            context = CodemodContext()
+            for mod, obj in dict.fromkeys(self.imports):
+                AddImportsVisitor.add_needed_import(context, mod, obj)
+            new = AddImportsVisitor(context).transform_module(new)
+        return new
+
+
+class _Apply(cst.CSTTransformer):
+    def __init__(self, edits: Edits) -> None:
+        super().__init__()
+        self.e = edits
+
+    def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def]
+        updated = super().on_leave(original_node, updated_node)
+        r = self.e.replace.get(original_node)
+        if r is not None:
+            updated = r(updated) if callable(r) else r
+        if isinstance(original_node, (cst.IndentedBlock, cst.Module)) and type(updated) is type(original_node):
+            updated = self._rebuild(original_node, updated)
+        return updated
+
+    def _rebuild(self, orig, updated):  # type: ignore[no-untyped-def]
+        if len(orig.body) != len(updated.body):
+            return updated
+        groups: List[Tuple[Optional[cst.CSTNode], List[cst.BaseStatement]]] = []
+        touched = False
+        for o, u in zip(orig.body, updated.body):
+            before, after = self.e.before.get(o, []), self.e.after.get(o, [])
+            if before:
+                touched = True
+                # comments and blank lines above the statement move above the inserted code
+                first = before[0].with_changes(leading_lines=u.leading_lines)
+                before = [first, *before[1:]]
+                u = u.with_changes(leading_lines=())
+            if after:
+                touched = True
+            groups.append((o, [*before, u, *after]))
+        for first, last, factory in self.e.wraps.get(orig, []):
+            idx = [g[0] for g in groups]
+            if first not in idx or last not in idx:
+                continue
+            i, j = idx.index(first), idx.index(last)
+            body = [s for g in groups[i : j + 1] for s in g[1]]
+            lead = body[0].leading_lines
+            body[0] = body[0].with_changes(leading_lines=())
+            wrapped = factory(body).with_changes(leading_lines=lead)
+            groups[i : j + 1] = [(None, [wrapped])]
+            touched = True
+        if not touched:
+            return updated
+        return updated.with_changes(body=[s for g in groups for s in g[1]])
+
+
+def with_block(items: Sequence[cst.WithItem], body: List[cst.BaseStatement]) -> cst.With:
+    return cst.With(items=list(items), body=cst.IndentedBlock(body=body))
+
+
+# -- statements ------------------------------------------------------------------------------------
+def statement_line(ctx: FileContext, node: cst.CSTNode) -> Optional[cst.BaseStatement]:
+    """The statement (simple line or compound statement) directly holding `node`."""
+    for a in [node, *ctx.torch.ancestors(node)]:
+        if isinstance(a, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            return a
+    return None
+
+
+def expr_statement(ctx: FileContext, call: cst.Call) -> Optional[cst.SimpleStatementLine]:
+    """The line when `call` is a whole statement on its own line (`loss.backward()`)."""
+    line = ctx.torch.parent(call)
+    if not isinstance(line, cst.Expr) or line.value is not call:
+        return None
+    stmt = ctx.torch.parent(line)
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+        return stmt
+    return None
+
+
+def block_of(ctx: FileContext, stmt: cst.CSTNode) -> Optional[Block]:
+    parent = ctx.torch.parent(stmt)
+    return parent if isinstance(parent, (cst.IndentedBlock, cst.Module)) else None
+
+
+def top_statement_in(ctx: FileContext, node: cst.CSTNode, block: Block) -> Optional[cst.CSTNode]:
+    """The statement of `block` that contains `node`."""
+    for a in [node, *ctx.torch.ancestors(node)]:
+        if ctx.torch.parent(a) is block:
+            return a
+    return None
+
+
+def contains(ctx: FileContext, outer: cst.CSTNode, node: cst.CSTNode) -> bool:
+    return node is outer or any(a is outer for a in ctx.torch.ancestors(node))
+
+
+def calls_in(ctx: FileContext, node: cst.CSTNode) -> List[cst.Call]:
+    return [c for c in ctx.torch.calls if contains(ctx, node, c)]
+
+
+def step_calls(ctx: FileContext, loop: Loop, pred: Callable[[cst.Call], bool]) -> List[cst.Call]:
+    """Calls satisfying `pred` run by one iteration of step loop `loop` (its body and step functions)."""
+    facts = ctx.torch
+    funcs = facts.callees_closure([loop])
+    out = []
+    for c in facts.calls:
+        if not pred(c):
+            continue
+        if facts.grad_disabled_at(c) is not None:
+            continue
+        unit = facts.step_of(c)
+        if unit is loop or (unit in funcs) or (isinstance(unit, (cst.For, cst.While)) and contains(ctx, loop.body, unit)):
+            out.append(c)
+    return sorted(out, key=lambda c: facts.order.get(c, 0))
+
+
+def receiver(call: cst.Call) -> Optional[str]:
+    func = call.func
+    return dotted(func.value) if isinstance(func, cst.Attribute) else None
+
+
+def is_zero_grad(call: cst.Call) -> bool:
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value == "zero_grad"
+
+
+def is_clip(ctx: FileContext, call: cst.Call) -> bool:
+    if ctx.matches(call.func, *CLIP_NAMES):
+        return True
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value in ("clip_grad_norm_", "clip_grad_value_") and ctx.matches(call.func.value, "torch.nn.utils")
+
+
+def scaler_of_backward(call: cst.Call) -> Optional[Tuple[str, cst.Call]]:
+    """`scaler.scale(loss).backward()` -> ("scaler", the scale call)."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call):
+        inner = func.value
+        if isinstance(inner.func, cst.Attribute) and inner.func.attr.value == "scale":
+            name = dotted(inner.func.value)
+            if name:
+                return name, inner
+    return None
+
+
+def scaler_step_target(call: cst.Call) -> Optional[str]:
+    """`scaler.step(opt)` -> "opt"."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "step" and len(call.args) == 1:
+        return dotted(call.args[0].value)
+    return None
+
+
+def fresh_name(ctx: FileContext, base: str) -> str:
+    used = _names(ctx)
+    if base not in used:
+        return base
+    i = 2
+    while f"{base}{i}" in used:
+        i += 1
+    return f"{base}{i}"
+
+
+def _names(ctx: FileContext) -> Set[str]:
+    cache = getattr(ctx, "_speedlint_names", None)
+    if cache is None:
+        cache = set()
+
+        class V(cst.CSTVisitor):
+            def visit_Name(self, node: cst.Name) -> None:
+                cache.add(node.value)
+
+        ctx.module.visit(V())
+        ctx._speedlint_names = cache  # type: ignore[attr-defined]
+    return cache
+
+
+# -- devices ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DeviceType:
+    """Where autocast runs: a static "cuda"/"cpu", or `expr` (code of a run-time device-type string)."""
+
+    static: Optional[str] = None
+    expr: Optional[str] = None
+
+    @property
+    def code(self) -> str:
+        return f'"{self.static}"' if self.static else str(self.expr)
+
+    @property
+    def cuda_test(self) -> str:
+        return f'{self.expr} == "cuda"'
+
+
+def _is_dtype(ctx: FileContext, expr: cst.BaseExpression) -> bool:
+    q = ctx.qualname(expr) or ""
+    return q.startswith("torch.") and any(q.endswith(t) for t in ("float16", "bfloat16", "float32", "float", "half", "double", "float64", "int64", "long", "int32", "bool", "uint8"))
+
+
+def device_candidates(ctx: FileContext, scope: Optional[cst.CSTNode]) -> List[cst.BaseExpression]:
+    """Device expressions used in `scope` (`.to(X)`, `device=X`, `.cuda()`), in source order."""
+    out: List[cst.BaseExpression] = []
+    for c in ctx.torch.calls:
+        if scope is not None and not contains(ctx, scope, c):
+            continue
+        func = c.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "cuda" and not c.args:
+            out.append(cst.SimpleString('"cuda"'))
+            continue
+        if isinstance(func, cst.Attribute) and func.attr.value == "to":
+            for arg in c.args:
+                if arg.keyword is not None and arg.keyword.value == "device":
+                    out.append(arg.value)
+                    break
+            else:
+                if c.args and c.args[0].keyword is None and not c.args[0].star and not _is_dtype(ctx, c.args[0].value):
+                    out.append(c.args[0].value)
+            continue
+        for arg in c.args:
+            if arg.keyword is not None and arg.keyword.value == "device":
+                out.append(arg.value)
+    return [e for e in out if isinstance(e, (cst.Name, cst.Attribute, cst.SimpleString))]
+
+
+def device_type(ctx: FileContext, expr: cst.BaseExpression) -> Optional[DeviceType]:
+    if isinstance(expr, cst.SimpleString):
+        value = expr.evaluated_value
+        if not isinstance(value, str):
+            return None
+        kind = value.split(":")[0]
+        return DeviceType(static=kind) if kind in ("cuda", "cpu") else None
+    code = ctx.code(expr)
+    value = ctx.values.resolve(expr)
+    if value is not None and value.certain and value.all(lambda v: isinstance(v, str)):
+        kinds = {str(v).split(":")[0] for v in value.options}
+        if len(kinds) == 1 and kinds <= {"cuda", "cpu"}:
+            return DeviceType(static=kinds.pop())
+    if _bound_to_device(ctx, expr):
+        return DeviceType(expr=f"{code}.type")
+    return DeviceType(expr=f"torch.device({code}).type")
+
+
+def _bound_to_device(ctx: FileContext, expr: cst.BaseExpression) -> bool:
+    """Is `expr` assigned a `torch.device(...)` somewhere (so `.type` is valid)?"""
+    target = dotted(expr)
+    if target is None:
+        return False
+    found = False
+    for c in ctx.torch.calls:
+        if not ctx.matches(c.func, "torch.device"):
+            continue
+        parent = ctx.torch.parent(c)
+        if isinstance(parent, cst.Assign) and any(dotted(t.target) == target for t in parent.targets):
+            found = True
+    return found
+
+
+def name_available(ctx: FileContext, expr: cst.BaseExpression, scope_fn: Optional[cst.FunctionDef], at: cst.CSTNode) -> bool:
+    """Whether the head name of `expr` is bound at `at` in `scope_fn` (param, earlier local, or global)."""
+    head = (dotted(expr) or "").split(".")[0]
+    if not head:
+        return isinstance(expr, cst.SimpleString)
+    if head == "self":
+        return scope_fn is not None
+    if scope_fn is not None:
+        params = [p.name.value for p in (*scope_fn.params.posonly_params, *scope_fn.params.params, *scope_fn.params.kwonly_params)]
+        if head in params:
+            return True
+    binds = _assign_targets(ctx)
+    for fn, stmt in binds.get(head, []):
+        if fn is scope_fn and ctx.torch.is_before(stmt, at):
+            return True
+        if fn is None and scope_fn is not None:
+            return True  # a module global read from a function
+    return head in ctx.imports.aliases
+
+
+def _assign_targets(ctx: FileContext) -> Dict[str, List[Tuple[Optional[cst.FunctionDef], cst.CSTNode]]]:
+    cache = getattr(ctx, "_speedlint_binds", None)
+    if cache is None:
+        cache = defaultdict(list)
+        facts = ctx.torch
+
+        class V(cst.CSTVisitor):
+            def visit_Assign(self, node: cst.Assign) -> None:
+                for t in node.targets:
+                    for name in _target_names(t.target):
+                        cache[name].append((facts.enclosing_function(node), node))
+
+            def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+                if node.value is not None:
+                    for name in _target_names(node.target):
+                        cache[name].append((facts.enclosing_function(node), node))
+
+        ctx.module.visit(V())
+        ctx._speedlint_binds = cache  # type: ignore[attr-defined]
+    return cache
+
+
+def _target_names(t: cst.BaseExpression) -> Iterable[str]:
+    if isinstance(t, cst.Name):
+        yield t.value
+    elif isinstance(t, (cst.Tuple, cst.List)):
+        for el in t.elements:
+            yield from _target_names(el.value)
+
+
+def bindings(ctx: FileContext, name: str) -> List[Tuple[Optional[cst.FunctionDef], cst.CSTNode]]:
+    return list(_assign_targets(ctx).get(name, []))
+
+
+def self_bindings(ctx: FileContext, cls: Optional[cst.ClassDef], attr: str) -> List[cst.Assign]:
+    out = []
+    for c in [cls] if cls is not None else []:
+
+        class V(cst.CSTVisitor):
+            def visit_Assign(self, node: cst.Assign) -> None:
+                for t in node.targets:
+                    if dotted(t.target) == f"self.{attr}":
+                        out.append(node)
+
+        c.visit(V())
+    return out
+
+
+# -- autocast coverage -----------------------------------------------------------------------------
+def autocast_call(ctx: FileContext, expr: cst.BaseExpression) -> Optional[cst.Call]:
+    if isinstance(expr, cst.Call) and ctx.matches(expr.func, *AUTOCAST_NAMES):
+        return expr
+    return None
+
+
+def autocast_enabled(ctx: FileContext, call: cst.Call) -> bool:
+    """False only when `enabled=` is a value that never becomes true (constant, not a CLI flag)."""
+    arg = None
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == "enabled":
+            arg = a
+    q = ctx.qualname(call.func)
+    if arg is None and q == "torch.cuda.amp.autocast":
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        arg = positional[0] if positional else None
+    if arg is None:
+        return True
+    value = ctx.values.resolve(arg.value)
+    if value is None or not value.certain or value.kind in ("argparse", "config-default", "dict", "attribute"):
+        return True
+    return value.any(bool)
+
+
+def autocasts(ctx: FileContext) -> List[Tuple[cst.CSTNode, cst.Call]]:
+    """(`with` statement or decorated function, autocast call) everywhere in the file."""
+    cache = getattr(ctx, "_speedlint_autocasts", None)
+    if cache is not None:
+        return cache
+    out: List[Tuple[cst.CSTNode, cst.Call]] = []
+    for c in ctx.torch.calls:
+        if autocast_call(ctx, c) is None:
+            continue
+        parent = ctx.torch.parent(c)
+        if isinstance(parent, cst.WithItem):
+            out.append((ctx.torch.parent(parent), c))
+        elif isinstance(parent, cst.Decorator):
+            out.append((ctx.torch.parent(parent), c))
+    ctx._speedlint_autocasts = out  # type: ignore[attr-defined]
+    return out
+
+
+def _covering(ctx: FileContext, node: cst.CSTNode, autocast_nodes: Dict[cst.CSTNode, cst.Call], seen: Set[cst.CSTNode]) -> Optional[cst.Call]:
+    """The autocast around `node`: lexically, or around every same-file call of its function."""
+    for a in ctx.torch.ancestors(node):
+        if a in autocast_nodes:
+            return autocast_nodes[a]
+    fn = ctx.torch.enclosing_function(node)
+    if fn is None or fn in seen:
+        return None
+    seen.add(fn)
+    callers = [c for c in ctx.torch.calls if fn in ctx.torch.resolve_call(c)]
+    if not callers:
+        return None
+    found = [_covering(ctx, c, autocast_nodes, seen) for c in callers]
+    return found[0] if all(f is not None for f in found) else None
+
+
+@dataclass
+class Coverage:
+    covered: bool
+    disabled: Optional[cst.Call] = None  # an autocast that is there but never enabled
+
+
+def step_coverage(ctx: FileContext, loop: Loop, backwards: Sequence[cst.Call]) -> Coverage:
+    """Whether the forward of step loop `loop` runs under an enabled autocast."""
+    found = autocasts(ctx)
+    if not found:
+        return Coverage(False)
+    nodes = {n: c for n, c in found}
+    facts = ctx.torch
+    disabled: Optional[cst.Call] = None
+    # autocast inside the step (its body or a step function) or around it (loop, caller)
+    units: List[cst.CSTNode] = [loop, *facts.callees_closure([loop])]
+    for node, call in found:
+        inside = any(contains(ctx, u, node) for u in units) or node in units
+        around = _covering(ctx, loop, nodes, set()) is call
+        if inside or around:
+            if autocast_enabled(ctx, call):
+                return Coverage(True)
+            disabled = disabled or call
+    # autocast in a model's forward (the model runs in mixed precision whatever the step does)
+    for fn in facts.forward_functions:
+        for node, call in found:
+            if contains(ctx, fn, node) and autocast_enabled(ctx, call):
+                return Coverage(True)
+    return Coverage(False, disabled)

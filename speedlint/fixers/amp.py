@@ -1,0 +1,631 @@
+"""The AMP codemod (SPD301): run each FP32 training step's forward and loss under `torch.autocast`.
+
+For every training step whose forward is not already under an enabled autocast:
+
+* the statements from the forward to the loss (just before `backward()`) go into
+  `with torch.autocast(device_type=..., dtype=...):`; the device type comes from the script's own
+  device expression (`device.type`, a `"cuda"` literal, `torch.device(args.device).type` ...);
+* float16 with a `torch.amp.GradScaler` on CUDA, bfloat16 without a scaler on CPU. When the device
+  is only known at run time the code decides at run time:
+  `amp_dtype = torch.float16 if device.type == "cuda" else torch.bfloat16` and
+  `scaler = torch.amp.GradScaler(device.type, enabled=device.type == "cuda")`;
+* the scaler is created once, next to the optimizer (`self.scaler` in a trainer class; passed as a
+  `scaler` argument when the step function receives the optimizer as a parameter);
+* `scaler.scale(loss).backward()`, `scaler.step(opt)` for every optimizer (GANs share one scaler),
+  one `scaler.update()` after the last step, `scaler.unscale_(opt)` before gradient clipping;
+* where the script checkpoints the optimizer, the scaler state is saved and loaded with it;
+* a step that already has a `GradScaler` gets the autocast only (tied to `scaler.is_enabled()`);
+* deprecated `torch.cuda.amp` spellings become `torch.amp`.
+
+Steps already under autocast, eval loops and `no_grad` code are left alone; running it twice
+changes nothing. `plan(ctx)` says per step loop whether (and why not) the rewrite is possible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+import libcst as cst
+from libcst.codemod import Codemod, CodemodContext
+
+from speedlint.analyzer.context import FileContext
+from speedlint.analyzer.fixes import with_keyword
+from speedlint.analyzer.providers.names import dotted
+from speedlint.fixers import _amp_api
+from speedlint.fixers._common import (
+    SCALER_NAMES,
+    DeviceType,
+    Edits,
+    Loop,
+    bindings,
+    block_of,
+    calls_in,
+    contains,
+    context_for,
+    device_candidates,
+    device_type,
+    expr_statement,
+    fresh_name,
+    is_clip,
+    is_zero_grad,
+    name_available,
+    parse_expr,
+    parse_stmt,
+    receiver,
+    scaler_of_backward,
+    self_bindings,
+    statement_line,
+    step_calls,
+    step_coverage,
+    with_block,
+)
+
+FLOAT16, BFLOAT16 = "torch.float16", "torch.bfloat16"
+
+
+@dataclass
+class StepPlan:
+    loop: Loop
+    reason: Optional[str] = None  # why the step cannot be rewritten (None: it can)
+    covered: bool = False
+    disabled_autocast: Optional[cst.Call] = None
+    existing_scaler: Optional[str] = None
+    edits: List = field(default_factory=list)  # callables(Edits) applying this step's part
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None and not self.covered
+
+
+class _Fail(Exception):
+    pass
+
+
+def plan(ctx: FileContext) -> Dict[Loop, StepPlan]:
+    cached = getattr(ctx, "_speedlint_amp_plan", None)
+    if cached is not None:
+        return cached
+    plans: Dict[Loop, StepPlan] = {}
+    scaler_names: Dict[str, str] = {}
+    for loop in sorted(ctx.torch.step_loops, key=lambda n: ctx.torch.order.get(n, 0)):
+        p = StepPlan(loop)
+        backwards = step_calls(ctx, loop, ctx.torch.is_backward)
+        cov = step_coverage(ctx, loop, backwards)
+        p.covered, p.disabled_autocast = cov.covered, cov.disabled
+        if not p.covered:
+            try:
+                _plan_step(ctx, p, backwards, scaler_names)
+            except _Fail as exc:
+                p.reason = str(exc)
+        plans[loop] = p
+    ctx._speedlint_amp_plan = plans  # type: ignore[attr-defined]
+    return plans
+
+
+def rewrite(module: cst.Module, ctx: Optional[FileContext] = None) -> cst.Module:
+    """The AMP rewrite of every FP32 training step in `module`."""
+    if ctx is None or ctx.module is not module:
+        ctx = context_for(module)
+    edits = Edits()
+    any_step = False
+    for p in plan(ctx).values():
+        if p.ok:
+            any_step = True
+            for apply in p.edits:
+                apply(edits)
+    if not any_step:
+        return module
+    _amp_api.deprecated_edits(ctx, edits)
+    return edits.apply(module)
+
+
+class AmpCodemod(Codemod):
+    """`libcst.codemod` form of the rewrite (for `python -m libcst.tool codemod` style use)."""
+
+    DESCRIPTION = "Run FP32 training steps under torch.autocast with a GradScaler (SPD301)."
+
+    def __init__(self, context: CodemodContext) -> None:
+        super().__init__(context)
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        return rewrite(tree)
+
+
+# -- planning one step -----------------------------------------------------------------------------
+def _plan_step(ctx: FileContext, p: StepPlan, backwards: List[cst.Call], scaler_names: Dict[str, str]) -> None:
+    facts = ctx.torch
+    if not backwards:
+        raise _Fail("no backward() found in the step")
+    stmts = []
+    existing = set()
+    for b in backwards:
+        if not isinstance(b.func, cst.Attribute) or b.func.attr.value != "backward" or any(a.keyword is None for a in b.args):
+            raise _Fail("the backward call is not `loss.backward()`")
+        stmt = expr_statement(ctx, b)
+        if stmt is None or not isinstance(block_of(ctx, stmt), cst.IndentedBlock):
+            raise _Fail("the backward call is not a statement of its own")
+        sc = scaler_of_backward(b)
+        existing.add(sc[0] if sc else None)
+        stmts.append(stmt)
+    if len(existing) != 1:
+        raise _Fail("some backward calls are scaled and some are not")
+    scaler = existing.pop()
+    step_fns = {facts.enclosing_function(s) for s in stmts}
+    if len(step_fns) != 1:
+        raise _Fail("the backward calls are in different functions")
+    step_fn = step_fns.pop()
+    cls = facts.enclosing_class(stmts[0])
+
+    # the statements to run under autocast, per backward
+    ranges = [_forward_range(ctx, s) for s in stmts]
+
+    opt_steps = [c for c in step_calls(ctx, p.loop, facts.is_optimizer_step) if not _is_scaler_call(c)]
+    if scaler is None and not opt_steps:
+        raise _Fail("no optimizer step found")
+    for c in opt_steps:
+        if c.args or expr_statement(ctx, c) is None or receiver(c) is None:
+            raise _Fail("an optimizer step is not a plain `optimizer.step()` statement")
+    if scaler is not None:
+        p.existing_scaler = scaler
+        if opt_steps:
+            raise _Fail("a GradScaler is used, but some optimizer steps bypass it")
+        dev = _existing_scaler_device(ctx, scaler, cls)
+        dtype = FLOAT16
+        enabled = f"{scaler}.is_enabled()"
+        p.edits.append(lambda e, r=ranges, d=dev, en=enabled: _wrap_ranges(ctx, e, r, d.code, dtype, en))
+        return
+
+    # device of the step
+    first = ranges[0][1]
+    dev = _device_for(ctx, step_fn, cls, first, p.loop)
+    if dev is None:
+        raise _Fail("cannot tell which device the step runs on")
+    if dev.static == "cpu":
+        p.edits.append(lambda e, r=ranges: _wrap_ranges(ctx, e, r, '"cpu"', BFLOAT16, None))
+        return
+
+    # the scaler: created once, next to the optimizer
+    opts = list(dict.fromkeys(receiver(c) for c in opt_steps))
+    site = _scaler_site(ctx, opts, step_fn, cls, scaler_names)
+    scaler_dev = dev if site.scope_fn is step_fn and not site.threaded else _device_for(ctx, site.scope_fn, site.cls, site.after, None)
+    if scaler_dev is None:
+        raise _Fail("cannot tell which device the optimizer's scope uses")
+    if scaler_dev.static == "cpu":
+        raise _Fail("the step and the optimizer disagree on the device")
+
+    ref = site.ref
+    device_stmt = None
+    if (
+        dev.expr is not None
+        and dev.expr.startswith("torch.device(")
+        and scaler_dev == dev
+        and site.scope_fn is step_fn
+        and not site.threaded
+        and site.cls is None
+        and facts.is_before(site.after, p.loop)
+    ):
+        name = fresh_name(ctx, "device_type")
+        device_stmt = f"{name} = {dev.expr}"
+        dev = scaler_dev = DeviceType(expr=name)
+    if dev.static == "cuda":
+        dtype_code = FLOAT16
+        dtype_stmt = None
+    else:
+        dtype_value = f'{FLOAT16} if {dev.cuda_test} else {BFLOAT16}'
+        if site.cls is not None and site.ref.startswith("self."):
+            dtype_code = "self." + fresh_name(ctx, "amp_dtype")
+            dtype_stmt = ("site", f"{dtype_code} = {_scaler_dtype_value(scaler_dev)}")
+        elif site.scope_fn is step_fn and not site.threaded and facts.is_before(site.after, p.loop):
+            dtype_code = fresh_name(ctx, "amp_dtype")
+            dtype_stmt = ("site", f"{dtype_code} = {_scaler_dtype_value(scaler_dev)}")
+        else:
+            outer = _outermost_loop_in(ctx, stmts[0], step_fn)
+            if outer is not None:
+                dtype_code = fresh_name(ctx, "amp_dtype")
+                dtype_stmt = ("loop", f"{dtype_code} = {dtype_value}", outer)
+            else:
+                dtype_code, dtype_stmt = dtype_value, None
+    if scaler_dev.static == "cuda":
+        scaler_code = f'{ref} = torch.amp.GradScaler("cuda")'
+    else:
+        scaler_code = f"{ref} = torch.amp.GradScaler({scaler_dev.expr}, enabled={scaler_dev.cuda_test})"
+
+    clips = [c for c in step_calls(ctx, p.loop, lambda c: is_clip(ctx, c))]
+    for c in clips:
+        if statement_line(ctx, c) is None or not isinstance(block_of(ctx, statement_line(ctx, c)), cst.IndentedBlock):
+            raise _Fail("gradient clipping is not a statement of its own")
+    use_ref = site.use_ref
+
+    def apply(e: Edits) -> None:
+        _wrap_ranges(ctx, e, ranges, dev.code, dtype_code, None)
+        e.imports.append(("torch", None))
+        for b in backwards:
+            e.replace[b] = lambda new: new.with_changes(
+                func=new.func.with_changes(
+                    value=cst.Call(func=parse_expr(f"{use_ref}.scale"), args=[cst.Arg(_strip(new.func.value))])
+                )
+            )
+        for c in opt_steps:
+            opt = receiver(c)
+            e.replace[c] = parse_expr(f"{use_ref}.step({opt})")
+        last = opt_steps[-1]
+        e.after[expr_statement(ctx, last)].append(parse_stmt(f"{use_ref}.update()\n"))
+        for c in clips:
+            nxt = [s for s in opt_steps if ctx.torch.is_before(c, s)]
+            opt = receiver(nxt[0] if nxt else opt_steps[-1])
+            e.before[statement_line(ctx, c)].append(parse_stmt(f"{use_ref}.unscale_({opt})\n"))
+        new_lines = [parse_stmt(device_stmt + "\n")] if device_stmt else []
+        if dtype_stmt is not None and dtype_stmt[0] == "site":
+            new_lines.append(parse_stmt(dtype_stmt[1] + "\n"))
+        new_lines.append(parse_stmt(scaler_code + "\n"))
+        e.after[site.after].extend(new_lines)
+        if dtype_stmt is not None and dtype_stmt[0] == "loop":
+            e.before[dtype_stmt[2]].append(parse_stmt(dtype_stmt[1] + "\n"))
+        site.thread(ctx, e)
+        _checkpoint_edits(ctx, e, opts, site)
+
+    p.edits.append(apply)
+
+
+def _scaler_dtype_value(dev: DeviceType) -> str:
+    return f"{FLOAT16} if {dev.cuda_test} else {BFLOAT16}"
+
+
+def _strip(expr: cst.BaseExpression) -> cst.BaseExpression:
+    return expr.with_changes(lpar=(), rpar=()) if not isinstance(expr, (cst.BinaryOperation, cst.IfExp)) else expr
+
+
+def _is_scaler_call(call: cst.Call) -> bool:
+    """`scaler.step(opt)`: a step through a GradScaler (it has the optimizer as argument)."""
+    return bool(call.args) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "step"
+
+
+def _existing_scaler_device(ctx: FileContext, scaler: str, cls: Optional[cst.ClassDef]) -> DeviceType:
+    creations: List[cst.BaseExpression] = []
+    if scaler.startswith("self."):
+        creations = [a.value for a in self_bindings(ctx, cls, scaler[5:])]
+    else:
+        creations = [b.value for _, b in bindings(ctx, scaler) if isinstance(b, (cst.Assign, cst.AnnAssign)) and b.value is not None]
+    for value in creations:
+        if isinstance(value, cst.Call) and ctx.matches(value.func, *SCALER_NAMES):
+            if ctx.qualname(value.func) == "torch.cuda.amp.GradScaler":
+                return DeviceType(static="cuda")
+            args = [a for a in value.args if a.keyword is None or a.keyword.value == "device"]
+            if args and (args[0].keyword is not None or not args[0].star):
+                dev = device_type(ctx, args[0].value)
+                if dev is not None and args[0].keyword is None and isinstance(args[0].value, cst.SimpleString):
+                    return dev
+                if dev is not None and dev.static:
+                    return dev
+                if args:
+                    return DeviceType(expr=ctx.code(args[0].value))
+    return DeviceType(static="cuda")
+
+
+def _forward_range(ctx: FileContext, stmt: cst.SimpleStatementLine) -> Tuple[cst.IndentedBlock, cst.CSTNode, cst.CSTNode]:
+    """(block, first, last) statements before `stmt` that compute the forward and the loss."""
+    block = block_of(ctx, stmt)
+    assert isinstance(block, cst.IndentedBlock)
+    body = list(block.body)
+    k = body.index(stmt)
+    lo = 0
+    for i in range(k - 1, -1, -1):
+        if _has_update(ctx, body[i]):
+            lo = i + 1
+            break
+    hi = k
+    for i in range(lo, hi):  # the forward starts after the last zero_grad() before backward
+        if _is_prep(ctx, body[i], trailing=True):
+            lo = i + 1
+    while lo < hi and _is_prep(ctx, body[lo]):
+        lo += 1
+    while hi > lo and _is_prep(ctx, body[hi - 1], trailing=True):
+        hi -= 1
+    if lo >= hi or not any(calls_in(ctx, s) for s in body[lo:hi]):
+        raise _Fail("no forward/loss statements found before backward()")
+    loss = dotted(stmt.body[0].value.func.value)  # type: ignore[attr-defined]
+    if loss and "." not in loss and not any(_assigns(s, loss) for s in body[lo:hi]):
+        raise _Fail(f"`{loss}` is not computed right before backward()")
+    return block, body[lo], body[hi - 1]
+
+
+def _assigns(stmt: cst.CSTNode, name: str) -> bool:
+    found = []
+
+    class V(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for t in node.targets:
+                if name in _names_of(t.target):
+                    found.append(node)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if name in _names_of(node.target):
+                found.append(node)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            if name in _names_of(node.target):
+                found.append(node)
+
+    stmt.visit(V())
+    return bool(found)
+
+
+def _names_of(t: cst.BaseExpression) -> List[str]:
+    if isinstance(t, cst.Name):
+        return [t.value]
+    if isinstance(t, (cst.Tuple, cst.List)):
+        return [n for el in t.elements for n in _names_of(el.value)]
+    return []
+
+
+def _has_update(ctx: FileContext, stmt: cst.CSTNode) -> bool:
+    facts = ctx.torch
+    return any(facts.is_backward(c) or facts.is_optimizer_step(c) for c in calls_in(ctx, stmt))
+
+
+def _is_prep(ctx: FileContext, stmt: cst.CSTNode, trailing: bool = False) -> bool:
+    """zero_grad, moving the batch to the device, unpacking it: no forward math."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for small in stmt.body:
+        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and is_zero_grad(small.value):
+            continue
+        if trailing:
+            return False
+        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            func = small.value.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "train":
+                continue
+            return False
+        if isinstance(small, cst.Assign) and _is_move(small.value):
+            continue
+        return False
+    return True
+
+
+def _is_move(value: cst.BaseExpression) -> bool:
+    if isinstance(value, (cst.Tuple, cst.List)):
+        return all(_is_move(el.value) for el in value.elements)
+    if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)):
+        return True
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in ("to", "cuda", "float", "long"):
+        return _is_move(value.func.value)
+    return False
+
+
+def _wrap_ranges(ctx: FileContext, e: Edits, ranges, device_code: str, dtype: str, enabled: Optional[str]) -> None:  # type: ignore[no-untyped-def]
+    args = f"device_type={device_code}, dtype={dtype}" + (f", enabled={enabled}" if enabled else "")
+    item = cst.WithItem(parse_expr(f"torch.autocast({args})"))
+    for block, first, last in ranges:
+        e.wrap(block, first, last, lambda body, item=item: with_block([item], body))
+    e.imports.append(("torch", None))
+
+
+def _device_for(ctx: FileContext, scope_fn: Optional[cst.FunctionDef], cls: Optional[cst.ClassDef], at: cst.CSTNode, loop: Optional[Loop]) -> Optional[DeviceType]:
+    """The device type of the code at `at`, from the device expressions its scope uses."""
+    pools: List[List[cst.BaseExpression]] = []
+    if loop is not None:
+        pools.append(device_candidates(ctx, loop.body))
+    pools.append(device_candidates(ctx, scope_fn) if scope_fn is not None else device_candidates(ctx, None))
+    if cls is not None:
+        pools.append([c for c in device_candidates(ctx, cls) if (dotted(c) or "").startswith("self.")])
+    pools.append([c for c in device_candidates(ctx, None) if ctx.torch.enclosing_function(c) is None])
+    for pool in pools:
+        for cand in pool:
+            if (dotted(cand) or "").startswith("self.") and cls is None:
+                continue
+            if not name_available(ctx, cand, scope_fn, at):
+                continue
+            dev = device_type(ctx, cand)
+            if dev is not None:
+                return dev
+    return None
+
+
+def _outermost_loop_in(ctx: FileContext, node: cst.CSTNode, fn: Optional[cst.FunctionDef]) -> Optional[cst.CSTNode]:
+    outer = None
+    for a in ctx.torch.ancestors(node):
+        if a is fn:
+            break
+        if isinstance(a, (cst.For, cst.While)):
+            outer = a
+    return outer
+
+
+# -- where the scaler lives --------------------------------------------------------------------------
+@dataclass
+class _Site:
+    ref: str  # how the scaler is written where it is created (`scaler`, `self.scaler`)
+    use_ref: str  # how the step refers to it
+    after: cst.CSTNode  # the statement after which it is created
+    scope_fn: Optional[cst.FunctionDef]
+    cls: Optional[cst.ClassDef]
+    threaded: Optional[Tuple[cst.FunctionDef, List[cst.Call]]] = None  # add a `scaler` parameter
+
+    def thread(self, ctx: FileContext, e: Edits) -> None:
+        if self.threaded is None:
+            return
+        fn, callers = self.threaded
+        name = self.use_ref
+        e.replace[fn.params] = lambda params: _add_param(params, name)
+        for call in callers:
+            e.replace[call] = lambda new, name=name: with_keyword(new, name, cst.Name(self.ref))
+
+    def valid_at(self, ctx: FileContext, node: cst.CSTNode) -> bool:
+        if self.ref.startswith("self."):
+            return self.cls is not None and ctx.torch.enclosing_class(node) is self.cls and not contains(ctx, self.after, node)
+        fn = ctx.torch.enclosing_function(node)
+        if fn is self.scope_fn:
+            return ctx.torch.is_before(self.after, node) and not contains(ctx, self.after, node)
+        return self.scope_fn is None and fn is not None
+
+
+def _add_param(params: cst.Parameters, name: str) -> cst.Parameters:
+    new = cst.Param(cst.Name(name))
+    if any(p.default is not None for p in params.params) or isinstance(params.star_arg, cst.Param) or params.kwonly_params:
+        star = params.star_arg if isinstance(params.star_arg, (cst.Param, cst.ParamStar)) else cst.ParamStar()
+        return params.with_changes(star_arg=star, kwonly_params=[*params.kwonly_params, new])
+    return params.with_changes(params=[*params.params, new])
+
+
+def _binding_statement(ctx: FileContext, assign: cst.CSTNode) -> Optional[cst.CSTNode]:
+    line = ctx.torch.parent(assign)
+    if isinstance(line, cst.SimpleStatementLine) and isinstance(block_of(ctx, line), (cst.IndentedBlock, cst.Module)):
+        return line
+    return None
+
+
+def _scaler_site(ctx: FileContext, opts: List[str], step_fn: Optional[cst.FunctionDef], cls: Optional[cst.ClassDef], names: Dict[str, str]) -> _Site:
+    facts = ctx.torch
+    if all(o.startswith("self.") and o.count(".") == 1 for o in opts):
+        if cls is None:
+            raise _Fail("`self.` optimizer outside a class")
+        stmts = []
+        for o in opts:
+            found = self_bindings(ctx, cls, o[5:])
+            if len(found) != 1:
+                raise _Fail(f"`{o}` is not created exactly once")
+            line = _binding_statement(ctx, found[0])
+            if line is None:
+                raise _Fail(f"`{o}` is created inside a larger statement")
+            stmts.append(line)
+        after = max(stmts, key=lambda s: facts.order.get(s, 0))
+        fn = facts.enclosing_function(after)
+        if len({facts.enclosing_function(s) for s in stmts}) != 1:
+            raise _Fail("the optimizers are created in different methods")
+        name = names.setdefault(id(cls), "self." + _fresh_attr(ctx, cls, "scaler"))  # type: ignore[arg-type]
+        return _Site(name, name, after, fn, cls)
+    if not all("." not in o for o in opts):
+        raise _Fail("optimizer attribute that is not `self.<name>`")
+    # plain names: a local, a global, or a parameter of the step function
+    params = _param_names(step_fn)
+    if any(o in params for o in opts):
+        if not all(o in params for o in opts) or step_fn is None:
+            raise _Fail("some optimizers are parameters and some are not")
+        return _threaded_site(ctx, opts, step_fn)
+    stmts = []
+    for o in opts:
+        local = [b for fn, b in bindings(ctx, o) if fn is step_fn]
+        glob = [b for fn, b in bindings(ctx, o) if fn is None]
+        chosen = local or glob
+        if len(chosen) != 1:
+            raise _Fail(f"`{o}` is not created exactly once")
+        line = _binding_statement(ctx, chosen[0])
+        if line is None:
+            raise _Fail(f"`{o}` is created inside a larger statement")
+        stmts.append(line)
+    scopes = {facts.enclosing_function(s) for s in stmts}
+    if len(scopes) != 1:
+        raise _Fail("the optimizers are created in different scopes")
+    after = max(stmts, key=lambda s: facts.order.get(s, 0))
+    name = fresh_name(ctx, "scaler")
+    return _Site(name, name, after, scopes.pop(), None)
+
+
+def _param_names(fn: Optional[cst.FunctionDef]) -> List[str]:
+    if fn is None:
+        return []
+    return [p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)]
+
+
+def _threaded_site(ctx: FileContext, opts: List[str], fn: cst.FunctionDef) -> _Site:
+    facts = ctx.torch
+    if facts.function_class.get(fn) is not None:
+        raise _Fail("the optimizer is a method parameter")
+    if isinstance(fn.params.star_kwarg, cst.Param):
+        raise _Fail("the step function takes **kwargs")
+    callers = [c for c in facts.calls if fn in facts.resolve_call(c)]
+    if not callers:
+        raise _Fail("the step function is never called in this file")
+    params = [p.name.value for p in fn.params.params]
+    stmts = []
+    scopes = set()
+    for call in callers:
+        for o in opts:
+            pos = params.index(o) if o in params else None
+            kw = ctx.values.kwarg(call, o, pos)
+            if kw.node is None or not isinstance(kw.node, cst.Arg) or not isinstance(kw.node.value, cst.Name):
+                raise _Fail("the optimizer is not passed as a plain name")
+            caller_fn = facts.enclosing_function(call)
+            passed = kw.node.value.value
+            found = [b for f, b in bindings(ctx, passed) if f is caller_fn] or [b for f, b in bindings(ctx, passed) if f is None]
+            if len(found) != 1:
+                raise _Fail(f"`{passed}` is not created exactly once")
+            line = _binding_statement(ctx, found[0])
+            if line is None:
+                raise _Fail(f"`{passed}` is created inside a larger statement")
+            stmts.append(line)
+            scopes.add(facts.enclosing_function(line))
+    if len(scopes) != 1:
+        raise _Fail("the callers create the optimizers in different scopes")
+    name = fresh_name(ctx, "scaler")
+    after = max(stmts, key=lambda s: facts.order.get(s, 0))
+    if any(not facts.is_before(after, c) for c in callers):
+        raise _Fail("the optimizer is created after the step function is called")
+    return _Site(name, name, after, scopes.pop(), None, threaded=(fn, callers))
+
+
+def _fresh_attr(ctx: FileContext, cls: cst.ClassDef, base: str) -> str:
+    used = set()
+
+    class V(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            used.add(node.attr.value)
+
+    cls.visit(V())
+    name, i = base, 2
+    while name in used:
+        name, i = f"{base}{i}", i + 1
+    return name
+
+
+# -- checkpoints -----------------------------------------------------------------------------------
+def _checkpoint_edits(ctx: FileContext, e: Edits, opts: List[str], site: _Site) -> None:
+    """Save/load the scaler's state next to the optimizer's."""
+    facts = ctx.torch
+    key = "scaler"
+    for call in facts.calls:
+        func = call.func
+        if not isinstance(func, cst.Attribute) or call.args and func.attr.value == "state_dict":
+            continue
+        name = dotted(func.value) if isinstance(func, cst.Attribute) else None
+        if name not in opts or not site.valid_at(ctx, call):
+            continue
+        if func.attr.value == "state_dict":
+            parent = facts.parent(call)
+            holder = facts.parent(parent) if isinstance(parent, cst.DictElement) else None
+            if isinstance(holder, cst.Dict) and not any(
+                isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString) and el.key.evaluated_value == key
+                for el in holder.elements
+            ):
+                e.replace[holder] = lambda new, parent=parent: _dict_with(new, parent, key, f"{site.ref}.state_dict()")
+        elif func.attr.value == "load_state_dict" and len(call.args) == 1:
+            arg = call.args[0].value
+            stmt = expr_statement(ctx, call)
+            if stmt is None or not isinstance(arg, cst.Subscript):
+                continue
+            source = ctx.code(arg.value)
+            e.after[stmt].append(parse_stmt(f'if "{key}" in {source}:\n    {site.ref}.load_state_dict({source}["{key}"])\n'))
+
+
+def _dict_with(new: cst.Dict, after_el: cst.DictElement, key: str, value: str) -> cst.Dict:
+    elements = list(new.elements)
+    # find the updated element at the same position as the original one
+    idx = next((i for i, el in enumerate(elements) if isinstance(el, cst.DictElement) and el.deep_equals(after_el)), len(elements) - 1)
+    ref = elements[idx]
+    element = cst.DictElement(cst.SimpleString(f'"{key}"'), parse_expr(value))
+    prev = elements[idx - 1].comma if idx > 0 else None
+    if isinstance(prev, cst.Comma) and isinstance(prev.whitespace_after, cst.ParenthesizedWhitespace):
+        # one element per line: the new element takes the old one's (trailing) comma
+        element = element.with_changes(comma=ref.comma)
+        ref = ref.with_changes(comma=prev)
+    else:
+        if idx == len(elements) - 1:
+            element = element.with_changes(comma=ref.comma)
+        else:
+            element = element.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        ref = ref.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    elements[idx] = ref
+    elements.insert(idx + 1, element)
+    return new.with_changes(elements=elements)

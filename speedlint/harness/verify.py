@@ -1,0 +1,490 @@
+"""`speedlint verify`: run a script before and after its fixes, compare speed and losses.
+
+Both versions run from temporary copies of the script's folder (the user's files are never
+touched and never written by the runs), each in a fresh subprocess of the same interpreter with the
+same arguments, environment and seeds, under the runner shim (`shim.py`). Runs alternate
+(before, after, before, after, ...). A run that exceeds the timeout is killed with its whole
+process group; stragglers of a finished run (DataLoader workers, helpers) are killed the same way.
+
+This module never imports torch: only the shim, in the child process, does.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+SHIM = Path(__file__).with_name("shim.py")
+
+# verdicts and their exit codes (documented in `speedlint verify --help` and docs/verify.md)
+VERIFIED_FASTER = "verified-faster"
+EQUIVALENT_NOT_FASTER = "equivalent-not-faster"
+DIVERGED = "diverged"
+CRASHED = "crashed"
+INCONCLUSIVE = "inconclusive"
+EXIT_CODES: Dict[str, int] = {
+    VERIFIED_FASTER: 0,
+    EQUIVALENT_NOT_FASTER: 3,
+    DIVERGED: 4,
+    CRASHED: 5,
+    INCONCLUSIVE: 6,
+}
+
+# relative loss tolerance per kind of change
+TOLERANCES: Dict[str, float] = {
+    "safe": 1e-5,  # safe fixes keep the program's results: only float noise is allowed
+    "unsafe": 1e-3,  # unsafe fixes other than AMP (tuned DataLoader, ...): reordering noise
+    "manual": 1e-3,  # `--after FILE`: a hand rewrite without precision changes
+    "amp": 0.15,  # mixed precision: bfloat16/float16 rounding, per step
+}
+AMP_CODES = {"SPD301"}
+MIN_MEASURED_STEPS = 3
+HEAVY_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "node_modules", ".mypy_cache", ".pytest_cache", ".tox", ".ruff_cache", ".speedlint_cache"}
+LINK_ABOVE_BYTES = 8 * 1024 * 1024  # big data files are symlinked into the copy, not copied
+
+
+class VerifyError(Exception):
+    """A usage problem (missing script, files outside the copied folder); exit code 2."""
+
+
+@dataclass
+class VerifyOptions:
+    script: Path
+    args: Tuple[str, ...] = ()
+    steps: int = 30
+    warmup: int = 5
+    repeats: int = 3
+    timeout: float = 300.0  # per run, seconds
+    tolerance: Optional[float] = None  # overrides the tolerance of the kind of change
+    min_speedup: float = 1.05
+    seed: int = 0
+    after: Optional[Path] = None  # compare with this file instead of the fixes
+    fix_files: Optional[Sequence[Path]] = None  # files to fix (default: the script's folder)
+
+
+@dataclass
+class AppliedFix:
+    path: str
+    code: str
+    title: str
+    applicability: str
+    line: int
+
+
+@dataclass
+class RunResult:
+    label: str  # before | after
+    repeat: int
+    status: str  # completed | stopped | error | exit | timeout | killed
+    exit_code: Optional[int]
+    error: Optional[str]
+    steps: int  # optimizer steps seen
+    measured_steps: int
+    warmup_used: int
+    rate: Optional[float]  # optimizer steps per second after warm-up
+    data_wait_share: Optional[float]
+    wall_s: float
+    losses: List[Optional[float]] = field(default_factory=list)
+    stderr_tail: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status not in ("completed", "stopped")
+
+
+@dataclass
+class Side:
+    rates: List[float]
+    median: Optional[float]
+    low: Optional[float]
+    high: Optional[float]
+    data_wait_share: Optional[float]
+    steps: int
+
+
+@dataclass
+class VerifyResult:
+    verdict: str
+    reason: str
+    script: str
+    args: List[str]
+    mode: str  # fixes | after
+    after_file: Optional[str]
+    fixes: List[AppliedFix]
+    tolerance: float
+    tolerance_kind: str
+    speedup: Optional[float]
+    min_speedup: float
+    before: Optional[Side]
+    after: Optional[Side]
+    loss_steps_compared: int
+    loss_max_deviation: Optional[float]
+    loss_max_deviation_step: Optional[int]
+    runs: List[RunResult]
+    settings: Dict[str, object]
+    notes: List[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
+
+    @property
+    def slower(self) -> bool:
+        return self.speedup is not None and self.speedup < 1.0 / self.min_speedup
+
+    @property
+    def allows_write(self) -> bool:
+        """`fix --apply --verify` writes on verified-faster, or on equal results that are not slower."""
+        return self.verdict == VERIFIED_FASTER or (self.verdict == EQUIVALENT_NOT_FASTER and not self.slower)
+
+    def to_dict(self) -> Dict[str, object]:
+        data = asdict(self)
+        data["exit_code"] = self.exit_code
+        data["allows_write"] = self.allows_write
+        for run in data["runs"]:
+            run["losses"] = [None if (v is None or not math.isfinite(v)) else v for v in run["losses"]]
+        return data
+
+
+Progress = Callable[[str], None]
+
+
+# -- preparing the two copies ------------------------------------------------------------------
+def _copy_tree(src: Path, dst: Path) -> None:
+    def ignore(folder: str, names: List[str]) -> List[str]:
+        return [n for n in names if n in HEAVY_DIRS or n.endswith(".speedlint-tmp")]
+
+    def copy(s: str, d: str) -> str:
+        try:
+            if os.path.getsize(s) > LINK_ABOVE_BYTES:
+                os.symlink(os.path.abspath(s), d)
+                return d
+        except OSError:
+            pass
+        return shutil.copy2(s, d)
+
+    shutil.copytree(src, dst, ignore=ignore, copy_function=copy, symlinks=True)
+
+
+def _tolerance_kind_for_fixes(fixes: Sequence[AppliedFix]) -> str:
+    if any(f.code in AMP_CODES or "autocast" in f.title.lower() or "mixed precision" in f.title.lower() for f in fixes):
+        return "amp"
+    if any(f.applicability == "unsafe" for f in fixes):
+        return "unsafe"
+    return "safe"
+
+
+def _apply_fixes(root: Path, copy_root: Path, files: Sequence[Path], resolver) -> List[AppliedFix]:  # type: ignore[no-untyped-def]
+    from speedlint.analyzer.fixing import fix_text
+    from speedlint.analyzer.runner import display_path, rules_for
+    from speedlint.analyzer.sources import SourceError, read_source
+
+    applied: List[AppliedFix] = []
+    for path in files:
+        try:
+            source = read_source(path)
+        except SourceError:
+            continue
+        settings = resolver.for_file(path)
+        shown = display_path(path)
+        outcome = fix_text(source.text, shown, rules_for(settings), settings, unsafe=settings.unsafe_fixes)
+        if not outcome.changed:
+            continue
+        target = copy_root / path.relative_to(root)
+        target.write_bytes(source.encode(outcome.fixed))
+        for f in outcome.applied:
+            fx = f.fix
+            applied.append(AppliedFix(shown, f.code, fx.title if fx else "", str(getattr(fx.applicability, "value", fx.applicability)).lower() if fx else "", f.line))
+    return applied
+
+
+# -- one run -----------------------------------------------------------------------------------
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def run_once(
+    script: Path,
+    args: Sequence[str],
+    cwd: Path,
+    env: Dict[str, str],
+    workdir: Path,
+    label: str,
+    repeat: int,
+    opts: VerifyOptions,
+) -> RunResult:
+    tag = f"{label}-{repeat}"
+    out = workdir / f"{tag}.json"
+    cfg = workdir / f"{tag}.config.json"
+    cfg.write_text(json.dumps({"out": str(out), "seed": opts.seed, "warmup": opts.warmup, "steps": opts.steps}))
+    out_log, err_log = workdir / f"{tag}.stdout", workdir / f"{tag}.stderr"
+    start = time.perf_counter()
+    timed_out = False
+    with out_log.open("wb") as fo, err_log.open("wb") as fe:
+        proc = subprocess.Popen(
+            [sys.executable, str(SHIM), str(cfg), str(script), *args],
+            cwd=str(cwd),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=fo,
+            stderr=fe,
+            start_new_session=True,
+        )
+        try:
+            proc.wait(timeout=opts.timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc.pid)
+            proc.wait()
+        except BaseException:  # Ctrl-C in the parent: take the whole group down, then propagate
+            _kill_group(proc.pid)
+            proc.wait()
+            raise
+        finally:
+            _kill_group(proc.pid)  # stragglers: DataLoader workers, helper processes
+    wall = time.perf_counter() - start
+    stderr_tail = _tail(err_log)
+    data: Dict[str, object] = {}
+    if out.is_file():
+        try:
+            data = json.loads(out.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = {}
+    if timed_out:
+        status, error = "timeout", f"timed out after {opts.timeout:g} s (process group killed)"
+    elif not data:
+        status = "killed"
+        rc = proc.returncode
+        error = f"killed by signal {-rc}" if rc is not None and rc < 0 else f"exited with code {rc} without measurements"
+    else:
+        status = str(data.get("status"))
+        error = data.get("error")  # type: ignore[assignment]
+    times: List[float] = list(data.get("step_times") or [])  # type: ignore[arg-type]
+    waits: List[float] = list(data.get("data_wait") or [])  # type: ignore[arg-type]
+    losses = [None if v is None else float(v) for v in (data.get("losses") or [])]  # type: ignore[union-attr]
+    n = len(times)
+    warm = opts.warmup
+    if n - warm < MIN_MEASURED_STEPS and n >= MIN_MEASURED_STEPS + 1:
+        warm = max(1, n // 4)  # a short script: measure what there is
+    rate = share = None
+    measured = 0
+    if n - warm >= 1 and (warm >= 1 or data.get("start")):
+        t0 = times[warm - 1] if warm >= 1 else float(data["start"])  # type: ignore[arg-type]
+        w0 = waits[warm - 1] if warm >= 1 else 0.0
+        span = times[-1] - t0
+        measured = n - warm
+        if span > 0:
+            rate = measured / span
+            share = max(0.0, min(1.0, (waits[-1] - w0) / span))
+    return RunResult(
+        label, repeat, status, proc.returncode if not timed_out else None, error, n, measured, warm, rate, share, wall, losses, stderr_tail
+    )
+
+
+# -- comparison --------------------------------------------------------------------------------
+def loss_deviation(before: Sequence[Optional[float]], after: Sequence[Optional[float]]) -> Tuple[float, Optional[int], int]:
+    """Largest relative deviation between two loss trajectories: (deviation, 1-based step, compared)."""
+    finite = [abs(v) for v in before if v is not None and math.isfinite(v)]
+    floor = max(1e-2 * (sum(finite) / len(finite)) if finite else 0.0, 1e-12)
+    worst, where, compared = 0.0, None, 0
+    for k, (a, b) in enumerate(zip(before, after)):
+        if a is None and b is None:
+            continue
+        compared += 1
+        if a is None or b is None:
+            dev = math.inf
+        elif not (math.isfinite(a) and math.isfinite(b)):
+            dev = 0.0 if (math.isnan(a) and math.isnan(b)) or a == b else math.inf
+        else:
+            dev = abs(a - b) / max(abs(a), floor)
+        if dev > worst or where is None:
+            if dev > worst:
+                worst, where = dev, k + 1
+            elif where is None and dev == worst:
+                pass
+    return worst, where, compared
+
+
+def _side(runs: Sequence[RunResult]) -> Optional[Side]:
+    if not runs:
+        return None
+    rates = [r.rate for r in runs if r.rate is not None]
+    shares = [r.data_wait_share for r in runs if r.data_wait_share is not None]
+    return Side(
+        rates=rates,
+        median=statistics.median(rates) if rates else None,
+        low=min(rates) if rates else None,
+        high=max(rates) if rates else None,
+        data_wait_share=statistics.median(shares) if shares else None,
+        steps=min(r.measured_steps for r in runs),
+    )
+
+
+def decide(
+    before: Sequence[RunResult], after: Sequence[RunResult], tolerance: float, min_speedup: float, target_steps: int
+) -> Tuple[str, str, Optional[float], Tuple[float, Optional[int], int], List[str]]:
+    """The verdict, its reason, the speedup, the loss deviation and notes."""
+    notes: List[str] = []
+    dev: Tuple[float, Optional[int], int] = (0.0, None, 0)
+    failed_before = [r for r in before if r.failed]
+    if failed_before:
+        r = failed_before[0]
+        return INCONCLUSIVE, f"the script as it is fails ({r.error or r.status}): nothing to compare with", None, dev, notes
+    failed_after = [r for r in after if r.failed]
+    if failed_after:
+        r = failed_after[0]
+        return CRASHED, f"the run after the changes fails: {r.error or r.status}", None, dev, notes
+    b0, a0 = before[0], after[0]
+    if not any(v is not None for v in b0.losses) and not any(v is not None for v in a0.losses):
+        notes.append("no losses were recorded (no backward pass with a scalar loss): results not compared")
+    else:
+        if b0.steps != a0.steps:
+            return DIVERGED, f"different number of optimizer steps: {b0.steps} before, {a0.steps} after", None, dev, notes
+        dev = loss_deviation(b0.losses, a0.losses)
+        if dev[0] > tolerance:
+            return DIVERGED, f"losses differ by up to {dev[0]:.3g} (relative) at step {dev[1]}; tolerance {tolerance:g}", None, dev, notes
+        if len(before) >= 2:
+            self_dev = loss_deviation(b0.losses, before[1].losses)
+            if before[1].steps != b0.steps or self_dev[0] > tolerance:
+                return INCONCLUSIVE, f"the script's losses differ between two identical runs (up to {self_dev[0]:.3g}): its results are not reproducible under fixed seeds", None, dev, notes
+    if b0.steps == 0:
+        return INCONCLUSIVE, "the script made no optimizer steps: nothing to time", None, dev, notes
+    too_few = [r for r in (*before, *after) if r.measured_steps < MIN_MEASURED_STEPS or r.rate is None]
+    if too_few:
+        r = too_few[0]
+        return INCONCLUSIVE, f"too few steps to time: {r.steps} optimizer steps ({r.measured_steps} after warm-up); need {MIN_MEASURED_STEPS}", None, dev, notes
+    if any(r.warmup_used != before[0].warmup_used for r in (*before, *after)):
+        notes.append("warm-up shortened: the script makes fewer steps than warm-up + steps")
+    sb, sa = _side(before), _side(after)
+    assert sb and sa and sb.median and sa.median
+    speedup = sa.median / sb.median
+    if speedup >= min_speedup:
+        noise = max((s.high - s.low) / s.median for s in (sb, sa))  # type: ignore[operator]
+        overlap = sa.low <= sb.high  # type: ignore[operator]
+        if len(before) >= 2 and overlap and speedup - 1.0 <= noise:
+            return INCONCLUSIVE, f"too noisy: {speedup:.2f}x is within the run-to-run spread ({noise:.0%}); use more --repeats or --steps", speedup, dev, notes
+        if len(before) < 2:
+            notes.append("one run each: the speedup has no spread; use --repeats 3 for a firmer number")
+        return VERIFIED_FASTER, f"{speedup:.2f}x the optimizer steps per second, same results", speedup, dev, notes
+    if speedup < 1.0 / min_speedup:
+        return EQUIVALENT_NOT_FASTER, f"same results, but slower: {speedup:.2f}x", speedup, dev, notes
+    return EQUIVALENT_NOT_FASTER, f"same results, speed unchanged ({speedup:.2f}x; needs {min_speedup:g}x to count as faster)", speedup, dev, notes
+
+
+# -- the whole verification --------------------------------------------------------------------
+def _common_root(script: Path, files: Sequence[Path]) -> Path:
+    folders = [str(script.parent)] + [str(f.parent) for f in files]
+    return Path(os.path.commonpath(folders))
+
+
+def verify(opts: VerifyOptions, resolver=None, progress: Optional[Progress] = None) -> VerifyResult:  # type: ignore[no-untyped-def]
+    say = progress or (lambda _msg: None)
+    script = opts.script.resolve()
+    if not script.is_file():
+        raise VerifyError(f"{opts.script}: no such file")
+    after_file = opts.after.resolve() if opts.after is not None else None
+    if after_file is not None and not after_file.is_file():
+        raise VerifyError(f"{opts.after}: no such file")
+    files: List[Path] = []
+    if after_file is None:
+        if resolver is None:
+            raise VerifyError("no settings to select fixes with")
+        if opts.fix_files is not None:
+            files = [Path(f).resolve() for f in opts.fix_files]
+        else:
+            from speedlint.analyzer.runner import collect_files
+
+            files = [Path(f).resolve() for f in collect_files([str(script.parent)], resolver).files]
+            if script not in files:
+                files.append(script)
+    root = _common_root(script, files)
+    cwd = Path.cwd().resolve()
+    tmp = Path(tempfile.mkdtemp(prefix="speedlint-verify-"))
+    try:
+        before_root, after_root = tmp / "before" / root.name, tmp / "after" / root.name
+        _copy_tree(root, before_root)
+        _copy_tree(root, after_root)
+        rel = script.relative_to(root)
+        fixes: List[AppliedFix] = []
+        if after_file is not None:
+            (after_root / rel).write_bytes(after_file.read_bytes())
+            kind = "manual"
+            try:
+                if "autocast" in after_file.read_text(errors="replace") and "autocast" not in script.read_text(errors="replace"):
+                    kind = "amp"
+            except OSError:
+                pass
+        else:
+            fixes = _apply_fixes(root, after_root, files, resolver)
+            kind = _tolerance_kind_for_fixes(fixes)
+        tolerance = opts.tolerance if opts.tolerance is not None else TOLERANCES[kind]
+        if opts.tolerance is not None:
+            kind = "given"
+        settings = {
+            "steps": opts.steps, "warmup": opts.warmup, "repeats": opts.repeats, "timeout": opts.timeout,
+            "seed": opts.seed, "min_speedup": opts.min_speedup, "python": sys.executable,
+        }
+        base = dict(
+            script=str(opts.script), args=list(opts.args), mode="after" if after_file else "fixes",
+            after_file=str(opts.after) if opts.after else None, fixes=fixes, tolerance=tolerance,
+            tolerance_kind=kind, min_speedup=opts.min_speedup, settings=settings,
+        )
+        if after_file is None and not fixes:
+            return VerifyResult(
+                verdict=INCONCLUSIVE, reason="no fixes apply to this script with the selected rules: nothing to verify",
+                speedup=None, before=None, after=None, loss_steps_compared=0, loss_max_deviation=None,
+                loss_max_deviation_step=None, runs=[], **base,  # type: ignore[arg-type]
+            )
+        try:
+            inside = cwd.relative_to(root)
+        except ValueError:
+            inside = None
+        env = dict(os.environ)
+        env.setdefault("PYTHONHASHSEED", str(opts.seed))
+        work = tmp / "runs"
+        work.mkdir()
+        before_runs: List[RunResult] = []
+        after_runs: List[RunResult] = []
+        for i in range(opts.repeats):
+            for label, top, bucket in (("before", before_root, before_runs), ("after", after_root, after_runs)):
+                say(f"run {i + 1}/{opts.repeats}: {label} ...")
+                run_cwd = top / inside if inside is not None else cwd
+                r = run_once(top / rel, opts.args, run_cwd, env, work, label, i, opts)
+                bucket.append(r)
+                rate = f"{r.rate:.2f} steps/s" if r.rate is not None else "no rate"
+                say(f"run {i + 1}/{opts.repeats}: {label}: {r.status}, {r.steps} steps, {rate}")
+                if r.failed:
+                    break
+            if any(r.failed for r in before_runs + after_runs):
+                break
+        verdict, reason, speedup, dev, notes = decide(before_runs, after_runs, tolerance, opts.min_speedup, opts.warmup + opts.steps)
+        return VerifyResult(
+            verdict=verdict, reason=reason, speedup=speedup,
+            before=_side([r for r in before_runs if not r.failed]), after=_side([r for r in after_runs if not r.failed]),
+            loss_steps_compared=dev[2], loss_max_deviation=dev[0] if dev[2] else None, loss_max_deviation_step=dev[1],
+            runs=before_runs + after_runs, notes=notes, **base,  # type: ignore[arg-type]
+        )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

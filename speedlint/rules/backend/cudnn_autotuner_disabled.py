@@ -1,0 +1,165 @@
+"""SPD701 cudnn-autotuner-disabled."""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property
+from typing import List, Optional, Set
+
+import libcst as cst
+
+from speedlint.analyzer.providers.names import dotted
+from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, Fix, Impact, Rule
+
+BENCHMARK = "torch.backends.cudnn.benchmark"
+DETERMINISTIC = "torch.backends.cudnn.deterministic"
+CONV_PREFIXES = (
+    "torch.nn.Conv", "torch.nn.ConvTranspose", "torch.nn.LazyConv", "torch.nn.functional.conv",
+    "torchvision.models", "timm.create_model", "segmentation_models_pytorch",
+)
+
+
+def _not_a_flag(test: cst.BaseExpression) -> bool:
+    """`if __name__ == "__main__":` and `if torch.cuda.is_available():` do not make a setting optional."""
+    code = cst.Module(body=[]).code_for_node(test)
+    return "__name__" in code or "is_available" in code
+
+
+class CudnnAutotunerDisabled(Rule):
+    """
+    ## What it does
+    Flags `torch.backends.cudnn.benchmark = False` and `torch.backends.cudnn.deterministic = True`
+    set unconditionally in a training script of a convolutional network that runs on GPU, directly
+    or in a seeding helper the script always calls.
+
+    Settings behind an explicit switch (`if args.deterministic:`, `benchmark = not
+    args.deterministic`, a helper only called under `if args.seed is not None:`) are the user's
+    choice and are not flagged; nor are CPU-only scripts and networks without convolutions.
+
+    ## Why is this slow?
+    With `benchmark = True`, cuDNN times the available convolution algorithms for each input
+    shape once and keeps the fastest. `benchmark = False` uses a heuristic choice, and
+    `deterministic = True` restricts cuDNN to deterministic algorithms, which are often the
+    slowest ones (notably for backward of strided and transposed convolutions). Seed-everything
+    snippets copied into training scripts turn this on for good, usually without anyone needing
+    bitwise reproducibility.
+
+    ## Example
+    ```python
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+    model = nn.Sequential(nn.Conv2d(3, 16, 3), nn.ReLU(), nn.Flatten(), nn.LazyLinear(10)).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in DataLoader(TensorDataset(torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,))), batch_size=8):
+        loss = F.cross_entropy(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--deterministic", action="store_true")
+    args = parser.parse_args()
+    torch.backends.cudnn.benchmark = not args.deterministic
+    torch.backends.cudnn.deterministic = args.deterministic
+    model = nn.Sequential(nn.Conv2d(3, 16, 3), nn.ReLU(), nn.Flatten(), nn.LazyLinear(10)).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in DataLoader(TensorDataset(torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,))), batch_size=8):
+        loss = F.cross_entropy(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## Fix safety
+    Display-only: turning the autotuner on (and determinism off) changes which algorithms run,
+    so results are no longer bitwise reproducible from run to run. Whether that matters is the
+    user's call; the advice is to put determinism behind a `--deterministic` flag. With input
+    shapes that change every batch, `benchmark = True` re-tunes for each new shape and may not pay off.
+
+    ## References
+    - PyTorch docs, "Reproducibility" and `torch.backends.cudnn.benchmark`
+    - PyTorch performance tuning guide: "Enable cuDNN auto-tuner"
+    """
+
+    code = "SPD701"
+    name = "cudnn-autotuner-disabled"
+    impact = Impact(
+        wastes="device math (slower convolution algorithms)",
+        when="GPU conv nets with fixed input shapes",
+        typical="1.1-2x steps/s for conv-heavy models",
+        evidence="PyTorch performance tuning guide",
+        level=MEDIUM,
+    )
+    fixes = (DISPLAY_ONLY,)
+    triggers = ("cudnn",)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            q = self.ctx.qualname(target.target) if isinstance(target.target, cst.Attribute) else None
+            if q == BENCHMARK and self._constant(node.value) is False:
+                self._check(node, "`cudnn.benchmark = False` disables the cuDNN autotuner")
+            elif q == DETERMINISTIC and self._constant(node.value) is True:
+                self._check(node, "`cudnn.deterministic = True` restricts cuDNN to deterministic (often slower) algorithms")
+
+    def _constant(self, expr: cst.BaseExpression) -> Optional[bool]:
+        """A literal `True`/`False`, or a module-level constant holding one; None for anything else."""
+        if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
+            return expr.value == "True"
+        if isinstance(expr, cst.Name):
+            fn = self.ctx.torch.enclosing_function(expr)
+            if fn is not None and any(p.name.value == expr.value for p in fn.params.params):
+                return None  # `def seed_all(deterministic=True)`: the caller decides
+            writes: List[cst.Assign] = []
+            for stmt in self.ctx.module.body:
+                if isinstance(stmt, cst.SimpleStatementLine):
+                    for small in stmt.body:
+                        if isinstance(small, cst.Assign) and any(dotted(t.target) == expr.value for t in small.targets):
+                            writes.append(small)
+            if len(writes) == 1 and isinstance(writes[0].value, cst.Name) and writes[0].value.value in ("True", "False"):
+                return writes[0].value.value == "True"
+        return None
+
+    def _check(self, node: cst.Assign, message: str) -> None:
+        if not self._on_gpu or not self._conv_training_script:
+            return
+        if not self._unconditional(node, set()):
+            return
+        self.report(
+            node,
+            f"{message} in a conv-net training script",
+            fix=Fix.advice(
+                "Use `torch.backends.cudnn.benchmark = True` (and `deterministic = False`) unless bitwise "
+                "reproducibility is required; put determinism behind a `--deterministic` flag"
+            ),
+        )
+
+    def _unconditional(self, node: cst.CSTNode, seen: Set[cst.FunctionDef]) -> bool:
+        """Runs whenever the script runs: no `if` guard here, nor at every call site of its helper."""
+        facts = self.ctx.torch
+        fn = facts.enclosing_function(node)
+        guards = [g for g in facts.guarding_ifs(node, fn) if not (isinstance(g, cst.If) and _not_a_flag(g.test))]
+        if guards:
+            return False
+        if fn is None or fn in seen:
+            return fn is None
+        seen.add(fn)
+        sites = [c for c in facts.calls if fn in facts.resolve_call(c)]
+        if not sites:
+            # a helper nobody in this file calls: only if the file itself is the training script
+            return bool(facts.step_loops)
+        return any(self._unconditional(site, seen) for site in sites)
+
+    @cached_property
+    def _on_gpu(self) -> bool:
+        # `.to(device)` alone is not enough here: seeding snippets set cudnn flags in CPU scripts too
+        return self.ctx.may_use_gpu and bool(re.search(r"cuda|[Aa]ccelerator|device_map", self.ctx.source))
+
+    @cached_property
+    def _conv_training_script(self) -> bool:
+        facts = self.ctx.torch
+        trains = bool(facts.step_loops) or any(facts.is_backward(c) for c in facts.calls)
+        if not trains:
+            return False
+        names = [self.ctx.qualname(c.func) or "" for c in facts.calls]
+        return any(n.startswith(CONV_PREFIXES) for n in names)

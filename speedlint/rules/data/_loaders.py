@@ -1,0 +1,640 @@
+"""Shared facts about `DataLoader` objects in one module (used by SPD101-SPD105 and the codemod).
+
+Not a rule: the registry only picks up `Rule` subclasses. Computed once per file and cached on
+the `FileContext` (`loader_facts(ctx)`).
+
+* which expressions refer to which `DataLoader(...)` call: names and `self.x` attributes it is
+  assigned to, parameters of same-file functions it is passed to, same-file helpers returning it;
+* where each loader is iterated (`for b in loader`, `enumerate(loader)`, `tqdm(loader)`, `zip(...)`)
+  and where it is read with `next(iter(loader))`;
+* whether the dataset of a loader lives in memory (`TensorDataset`, a list of tensors);
+* whether a node runs when the module is imported (no `if __name__ == "__main__":` around it),
+  which matters for multi-worker loading on spawn platforms.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+
+import libcst as cst
+import libcst.matchers as m
+
+from speedlint.analyzer.context import FileContext
+from speedlint.analyzer.providers.names import dotted
+from speedlint.analyzer.providers.values import KwArg
+
+DATALOADER = "torch.utils.data.DataLoader"
+TENSOR_DATASET = "torch.utils.data.TensorDataset"
+#: Positional order of `DataLoader.__init__` (torch 1.13-2.x); the rest is keyword-only.
+POSITIONS = {
+    "dataset": 0,
+    "batch_size": 1,
+    "shuffle": 2,
+    "sampler": 3,
+    "batch_sampler": 4,
+    "num_workers": 5,
+    "collate_fn": 6,
+    "pin_memory": 7,
+    "drop_last": 8,
+}
+_ITER_WRAPPERS = ("enumerate", "iter", "tqdm", "trange", "zip", "islice", "chain")
+
+Key = Tuple[Any, ...]
+
+
+def is_dataloader(ctx: FileContext, call: cst.Call) -> bool:
+    return ctx.matches(call.func, DATALOADER)
+
+
+def kwarg(ctx: FileContext, call: cst.Call, name: str) -> KwArg:
+    """What reaches DataLoader argument `name`, by keyword, position or `**kwargs`."""
+    return ctx.values.kwarg(call, name, position=POSITIONS.get(name))
+
+
+def truthy(value: Any) -> bool:
+    return bool(value)
+
+
+class _Collect(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.assigns: List[cst.CSTNode] = []
+        self.returns: List[cst.Return] = []
+        self.names: Dict[str, List[cst.Name]] = {}
+        self.comp_fors: List[cst.CompFor] = []
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self.comp_fors.append(node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self.assigns.append(node)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self.assigns.append(node)
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if node.value is not None:
+            self.returns.append(node)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.setdefault(node.value, []).append(node)
+
+
+class LoaderFacts:
+    """Which expressions are which DataLoader, and where each one is iterated."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        f = ctx.torch
+        self.calls: List[cst.Call] = [c for c in f.calls if is_dataloader(ctx, c)]
+        self.keys: Dict[Key, Set[cst.Call]] = {}
+        self.returns: Dict[cst.FunctionDef, Set[cst.Call]] = {}
+        self._collect = _Collect()
+        ctx.module.visit(self._collect)
+        if self.calls:
+            self._propagate()
+        self.loop_origins: Dict[cst.For, Set[cst.Call]] = {}
+        self.comp_origins: Dict[cst.CompFor, Set[cst.Call]] = {}
+        self.next_iter: List[Tuple[cst.Call, Set[cst.Call]]] = []  # next(iter(x)) sites
+        if self.calls:
+            self._find_uses()
+
+    # -- names -------------------------------------------------------------------------------
+    def name_key(self, name: cst.Name) -> Key:
+        binds = self.ctx.values.index.binds
+        for a in self.ctx.torch.ancestors(name):
+            if isinstance(a, cst.FunctionDef) and (a, name.value) in binds:
+                return ("name", a, name.value)
+        return ("name", None, name.value)
+
+    def _expr_key(self, expr: cst.BaseExpression) -> Optional[Key]:
+        if isinstance(expr, cst.Name):
+            return self.name_key(expr)
+        if isinstance(expr, cst.Attribute) and dotted(expr.value) == "self":
+            return ("self", self.ctx.torch.enclosing_class(expr), expr.attr.value)
+        return None
+
+    def origins(self, expr: Optional[cst.BaseExpression]) -> Set[cst.Call]:
+        """The DataLoader calls an expression may evaluate to (empty: not a known loader)."""
+        if expr is None:
+            return set()
+        if isinstance(expr, cst.Call):
+            if is_dataloader(self.ctx, expr):
+                return {expr}
+            found: Set[cst.Call] = set()
+            for fn in self.ctx.torch.resolve_call(expr):
+                found |= self.returns.get(fn, set())
+            return found
+        key = self._expr_key(expr)
+        return set(self.keys.get(key, ())) if key is not None else set()
+
+    def _add(self, key: Optional[Key], calls: Set[cst.Call]) -> bool:
+        if key is None or not calls:
+            return False
+        have = self.keys.setdefault(key, set())
+        if calls <= have:
+            return False
+        have |= calls
+        return True
+
+    def _propagate(self) -> None:
+        f = self.ctx.torch
+        for _ in range(6):
+            changed = False
+            for node in self._collect.assigns:
+                value = node.value  # type: ignore[attr-defined]
+                calls = self.origins(value)
+                if not calls:
+                    continue
+                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]  # type: ignore[attr-defined]
+                for t in targets:
+                    changed |= self._add(self._expr_key(t), calls)
+            for ret in self._collect.returns:
+                fn = f.enclosing_function(ret)
+                calls = self.origins(ret.value)
+                if fn is not None and calls and not calls <= self.returns.get(fn, set()):
+                    self.returns.setdefault(fn, set()).update(calls)
+                    changed = True
+            for call in f.calls:
+                args = [(i, a) for i, a in enumerate(call.args)]
+                loaders = [(i, a, self.origins(a.value)) for i, a in args if not a.star]
+                loaders = [x for x in loaders if x[2]]
+                if not loaders:
+                    continue
+                for fn in f.resolve_call(call):
+                    params = list(fn.params.posonly_params) + list(fn.params.params)
+                    offset = 0
+                    if f.function_class.get(fn) is not None and not any(
+                        dotted(d.decorator) == "staticmethod" for d in fn.decorators
+                    ):
+                        bound_by_class = isinstance(call.func, cst.Attribute) and dotted(call.func.value) in f.class_defs
+                        offset = 0 if bound_by_class else 1
+                    by_name = {p.name.value: p for p in params + list(fn.params.kwonly_params)}
+                    positional = [a for a in call.args if a.keyword is None and not a.star]
+                    for _, arg, calls in loaders:
+                        if arg.keyword is not None:
+                            param = by_name.get(arg.keyword.value)
+                        else:
+                            idx = positional.index(arg) + offset
+                            param = params[idx] if idx < len(params) else None
+                        if param is not None:
+                            changed |= self._add(("name", fn, param.name.value), calls)
+            if not changed:
+                break
+
+    # -- uses --------------------------------------------------------------------------------
+    def unwrap(self, expr: cst.BaseExpression) -> List[cst.BaseExpression]:
+        """`enumerate(tqdm(loader))` -> [loader]; `zip(a, b)` -> [a, b]."""
+        if isinstance(expr, cst.Call):
+            name = dotted(expr.func) or ""
+            tail = name.rsplit(".", 1)[-1]
+            if tail in _ITER_WRAPPERS:
+                positional = [a.value for a in expr.args if a.keyword is None and not a.star]
+                if tail == "zip" or tail == "chain":
+                    return [x for p in positional for x in self.unwrap(p)]
+                if positional:
+                    return self.unwrap(positional[0])
+        return [expr]
+
+    def _find_uses(self) -> None:
+        for loop in self.ctx.torch.loops:
+            if isinstance(loop, cst.For):
+                calls: Set[cst.Call] = set()
+                for e in self.unwrap(loop.iter):
+                    calls |= self.origins(e)
+                if calls:
+                    self.loop_origins[loop] = calls
+        for comp in self._collect.comp_fors:
+            calls = set()
+            for e in self.unwrap(comp.iter):
+                calls |= self.origins(e)
+            if calls:
+                self.comp_origins[comp] = calls
+        for call in self.ctx.torch.calls:
+            if m.matches(call, m.Call(func=m.Name("next"), args=[m.Arg(value=m.Call(func=m.Name("iter"), args=[m.Arg()]))])):
+                inner = call.args[0].value
+                assert isinstance(inner, cst.Call)
+                calls = self.origins(inner.args[0].value)
+                if calls:
+                    self.next_iter.append((call, calls))
+
+    def iteration_loops(self, call: cst.Call) -> List[cst.For]:
+        return [loop for loop, calls in self.loop_origins.items() if call in calls]
+
+    def iteration_sites(self, call: cst.Call) -> List[cst.CSTNode]:
+        """`for` loops and comprehensions over the loader."""
+        comps = [c for c, calls in self.comp_origins.items() if call in calls]
+        return [*self.iteration_loops(call), *comps]
+
+    def next_iter_sites(self, call: cst.Call) -> List[cst.Call]:
+        return [site for site, calls in self.next_iter if call in calls]
+
+    def only_peeked(self, call: cst.Call) -> bool:
+        """The loader is only read once with `next(iter(loader))` (no loop, no other use)."""
+        if self.iteration_sites(call):
+            return False
+        sites = self.next_iter_sites(call)
+        if not sites or any(self.ctx.torch.in_loop(s) is not None for s in sites):
+            return False
+        parent = self.ctx.torch.parent(call)
+        if isinstance(parent, cst.Arg):  # next(iter(DataLoader(...)))
+            return True
+        # every other mention of the loader's names must be its assignment or a peek
+        allowed: Set[cst.CSTNode] = set()
+        for site in sites:
+            inner = site.args[0].value
+            assert isinstance(inner, cst.Call)
+            allowed.add(inner.args[0].value)
+        keys = [k for k, calls in self.keys.items() if call in calls]
+        if any(k[0] != "name" for k in keys):
+            return False
+        for key in keys:
+            for name in self._collect.names.get(key[2], ()):
+                if name in allowed or self.name_key(name) != key:
+                    continue
+                if self._is_store(name):
+                    continue
+                return False
+        return True
+
+    def _is_store(self, name: cst.Name) -> bool:
+        parent = self.ctx.torch.parent(name)
+        if isinstance(parent, cst.AssignTarget) and parent.target is name:
+            return True
+        if isinstance(parent, cst.Param):
+            return True
+        return False
+
+    # -- datasets ----------------------------------------------------------------------------
+    def dataset_expr(self, call: cst.Call) -> Optional[cst.BaseExpression]:
+        kw = kwarg(self.ctx, call, "dataset")
+        node = kw.node
+        if isinstance(node, cst.Arg) and kw.via is None:
+            return node.value
+        if isinstance(node, cst.DictElement):
+            return node.value
+        return None
+
+    def in_memory(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> bool:
+        """The dataset is tensors/lists already in memory (`TensorDataset`, a list of tensors)."""
+        if expr is None or depth > 8:
+            return False
+        ctx = self.ctx
+        if isinstance(expr, (cst.List, cst.Tuple, cst.ListComp)):
+            return True
+        if isinstance(expr, cst.Call):
+            if ctx.matches(expr.func, TENSOR_DATASET):
+                return True
+            name = dotted(expr.func) or ""
+            if name in ("list", "zip"):
+                return True
+            if ctx.matches(expr.func, "torch.utils.data.Subset", "torch.utils.data.dataset.Subset") and expr.args:
+                return self.in_memory(expr.args[0].value, depth + 1)
+            return False
+        if isinstance(expr, cst.Subscript):  # random_split(TensorDataset(...))[0]
+            return self.in_memory(expr.value, depth + 1)
+        if isinstance(expr, cst.Name):
+            key = self.name_key(expr)
+            bound = self.ctx.values.index.binds.get((key[1], key[2]), [])
+            values = [b for b in bound if isinstance(b, cst.BaseExpression)]
+            if bound and len(values) == len(bound):
+                return all(self.in_memory(v, depth + 1) for v in values)
+            # `train_ds, val_ds = random_split(TensorDataset(...), [n, m])`
+            for node in self._collect.assigns:
+                if not isinstance(node, cst.Assign) or not isinstance(node.value, cst.Call):
+                    continue
+                if not ctx.matches(node.value.func, "torch.utils.data.random_split", "torch.utils.data.dataset.random_split"):
+                    continue
+                for t in node.targets:
+                    if isinstance(t.target, (cst.Tuple, cst.List)) and any(
+                        isinstance(el.value, cst.Name) and el.value.value == expr.value for el in t.target.elements
+                    ):
+                        return bool(node.value.args) and self.in_memory(node.value.args[0].value, depth + 1)
+            return False
+        if isinstance(expr, cst.Attribute) and dotted(expr.value) == "self":
+            writes = self.ctx.values.index.self_attrs.get((ctx.torch.enclosing_class(expr), expr.attr.value), [])
+            values = [w for w in writes if isinstance(w, cst.BaseExpression)]
+            return bool(writes) and len(values) == len(writes) and all(self.in_memory(v, depth + 1) for v in values)
+        return False
+
+    def iterable_dataset(self, expr: Optional[cst.BaseExpression]) -> bool:
+        """The dataset is a same-file `IterableDataset` subclass (workers would duplicate its data)."""
+        if not isinstance(expr, cst.Call) or not isinstance(expr.func, cst.Name):
+            if isinstance(expr, cst.Name):
+                key = self.name_key(expr)
+                bound = self.ctx.values.index.binds.get((key[1], key[2]), [])
+                return len(bound) == 1 and isinstance(bound[0], cst.BaseExpression) and self.iterable_dataset(bound[0])
+            return False
+        for cls in self.ctx.torch.class_defs.get(expr.func.value, ()):
+            for base in cls.bases:
+                q = self.ctx.qualname(base.value) or dotted(base.value) or ""
+                if q.endswith("IterableDataset"):
+                    return True
+        return False
+
+    # -- import-time execution -----------------------------------------------------------------
+    def main_guard(self) -> Optional[cst.If]:
+        for stmt in self.ctx.module.body:
+            if isinstance(stmt, cst.If) and is_main_test(stmt.test):
+                return stmt
+        return None
+
+    def top_statement(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        body = self.ctx.module.body
+        for a in [node, *self.ctx.torch.ancestors(node)]:
+            if self.ctx.torch.parent(a) is self.ctx.module and a in body:
+                return a
+        return None
+
+    def import_time_statements(self) -> List[cst.CSTNode]:
+        """Top-level statements that run code when the module is imported (or run as a script)."""
+        out = []
+        for stmt in self.ctx.module.body:
+            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                continue
+            if isinstance(stmt, cst.If) and is_main_test(stmt.test):
+                continue
+            out.append(stmt)
+        return out
+
+    def _functions_run_by(self, stmts: Iterable[cst.CSTNode]) -> Dict[cst.FunctionDef, cst.CSTNode]:
+        """Same-file functions run (transitively) by each top-level statement."""
+        f = self.ctx.torch
+        stmt_set = list(stmts)
+        result: Dict[cst.FunctionDef, cst.CSTNode] = {}
+        for call in f.calls:
+            if f.enclosing_function(call) is not None:
+                continue
+            top = self.top_statement(call)
+            if top is None or top not in stmt_set:
+                continue
+            todo = list(f.resolve_call(call))
+            while todo:
+                fn = todo.pop()
+                if fn in result:
+                    continue
+                result[fn] = top
+                todo.extend(f.units[fn].callees)
+        return result
+
+    def import_time_triggers(self, call: cst.Call) -> List[cst.CSTNode]:
+        """Top-level unguarded statements that iterate (or, unseen, build) this loader on import."""
+        stmts = self.import_time_statements()
+        run_by = self._functions_run_by(stmts)
+        sites: List[cst.CSTNode] = [*self.iteration_sites(call), *self.next_iter_sites(call)]
+        if not sites:
+            sites = [call]
+        found: List[cst.CSTNode] = []
+        f = self.ctx.torch
+        for site in sites:
+            fn = f.enclosing_function(site)
+            while fn is not None and f.enclosing_function(fn) is not None:
+                fn = f.enclosing_function(fn)
+            if fn is None:
+                top = self.top_statement(site)
+                if top is not None and top in stmts:
+                    found.append(top)
+            elif fn in run_by:
+                found.append(run_by[fn])
+        return found
+
+
+def is_main_test(test: cst.BaseExpression) -> bool:
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    comp = test.comparisons[0]
+    if not isinstance(comp.operator, cst.Equal):
+        return False
+    sides = [test.left, comp.comparator]
+    names = [s for s in sides if isinstance(s, cst.Name) and s.value == "__name__"]
+    strings = [s for s in sides if isinstance(s, cst.SimpleString) and s.value.strip("\"'") == "__main__"]
+    return len(names) == 1 and len(strings) == 1
+
+
+def loader_facts(ctx: FileContext) -> LoaderFacts:
+    cached = ctx.__dict__.get("_speedlint_loader_facts")
+    if cached is None:
+        cached = LoaderFacts(ctx)
+        ctx.__dict__["_speedlint_loader_facts"] = cached
+    return cached
+
+
+def workers_text(kw: KwArg) -> str:
+    """How the rule message describes a num_workers value."""
+    if kw.missing:
+        return "`num_workers` is not set (default 0)"
+    value = kw.value
+    assert value is not None
+    shown = "/".join(str(o) for o in value.options)
+    if value.kind == "argparse":
+        return f"`num_workers` comes from a command-line option that defaults to {shown}"
+    if value.kind == "config-default":
+        return f"`num_workers` falls back to {shown} when the config does not set it"
+    if value.kind == "dict":
+        return f"`num_workers` is {shown} in the keyword arguments"
+    if value.kind == "default":
+        return f"`num_workers` is {shown} (a function default)"
+    return f"`num_workers` is {shown}"
+
+
+def sync_loading(ctx: FileContext, call: cst.Call) -> Optional[KwArg]:
+    """The num_workers of a DataLoader that SPD101 flags, or None when it must stay silent."""
+    if not is_dataloader(ctx, call):
+        return None
+    kw = kwarg(ctx, call, "num_workers")
+    if kw.unknown:
+        return None
+    if kw.status == "value":
+        value = kw.value
+        if value is None or not value.all(lambda v: isinstance(v, int) and 0 <= v <= 1):
+            return None
+    facts = loader_facts(ctx)
+    dataset = facts.dataset_expr(call)
+    if facts.in_memory(dataset) or facts.iterable_dataset(dataset):
+        return None
+    if facts.only_peeked(call):
+        return None
+    return kw
+
+
+# -- batches moved to the GPU ---------------------------------------------------------------------
+
+_DTYPES = {
+    "float", "float16", "half", "bfloat16", "float32", "float64", "double", "int", "int8", "int16",
+    "int32", "int64", "long", "uint8", "bool", "short", "complex64", "complex128", "cfloat",
+}
+
+
+def root_name(expr: cst.BaseExpression) -> Optional[str]:
+    """`batch[0].float()` -> "batch"; the variable an expression is derived from."""
+    node: cst.CSTNode = expr
+    for _ in range(20):
+        if isinstance(node, cst.Name):
+            return node.value
+        if isinstance(node, cst.Attribute):
+            node = node.value
+        elif isinstance(node, cst.Subscript):
+            node = node.value
+        elif isinstance(node, cst.Call):
+            node = node.func
+        else:
+            return None
+    return None
+
+
+def _target_names(target: cst.BaseExpression) -> List[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for el in target.elements for n in _target_names(el.value)]
+    if isinstance(target, cst.StarredElement):
+        return _target_names(target.value)
+    return []
+
+
+def batch_names(loop: cst.For) -> List[str]:
+    """The loop variables that hold the batch (not the index of `enumerate`)."""
+    target = loop.iter
+    if isinstance(target, cst.Call) and (dotted(target.func) or "").endswith("enumerate"):
+        if isinstance(loop.target, (cst.Tuple, cst.List)) and len(loop.target.elements) == 2:
+            return _target_names(loop.target.elements[1].value)
+    return _target_names(loop.target)
+
+
+def may_be_cuda(ctx: FileContext, call: cst.Call) -> bool:
+    """`x.cuda()` or `x.to(<device that is or may be CUDA>)`."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return False
+    if func.attr.value == "cuda":
+        return True
+    if func.attr.value != "to":
+        return False
+    device: Optional[cst.BaseExpression] = None
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "device":
+            device = arg.value
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    if device is None and positional:
+        device = positional[0]
+    if device is None:
+        return False
+    return device_may_be_cuda(ctx, device)
+
+
+def device_may_be_cuda(ctx: FileContext, device: cst.BaseExpression, depth: int = 0) -> bool:
+    if depth > 4:
+        return True
+    q = ctx.qualname(device) or ""
+    if q.startswith("torch.") and q.rsplit(".", 1)[-1] in _DTYPES:
+        return False
+    if isinstance(device, cst.Call) and ctx.matches(device.func, "torch.device") and device.args:
+        return device_may_be_cuda(ctx, device.args[0].value, depth + 1)
+    if isinstance(device, cst.Call):
+        func = device.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "is_available":
+            return False
+    value = ctx.values.resolve(device)
+    if value is not None and value.all(lambda v: isinstance(v, (str, int))):
+        return value.any(lambda v: isinstance(v, int) or "cuda" in v or v.startswith("gpu"))
+    if isinstance(device, cst.Name):  # device = torch.device(...) in this scope
+        key = loader_facts(ctx).name_key(device)
+        bound = ctx.values.index.binds.get((key[1], key[2]), [])
+        exprs = [b for b in bound if isinstance(b, cst.BaseExpression)]
+        if bound and len(exprs) == len(bound):
+            return any(device_may_be_cuda(ctx, e, depth + 1) for e in exprs)
+    return True
+
+
+class _Taint(cst.CSTVisitor):
+    """Follows the batch through a loop body: finds its copy to the GPU and helper calls it feeds."""
+
+    def __init__(self, ctx: FileContext, names: Iterable[str]) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.names: Set[str] = set(names)
+        self.found: Optional[cst.Call] = None
+        self.handoffs: List[Tuple[cst.Call, cst.Arg]] = []
+
+    def _tainted(self, expr: cst.BaseExpression) -> bool:
+        return root_name(expr) in self.names
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if self._tainted(node.value) or (
+            isinstance(node.value, cst.Tuple) and any(self._tainted(el.value) for el in node.value.elements)
+        ):
+            for t in node.targets:
+                self.names.update(_target_names(t.target))
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        if self._tainted(node.iter):
+            self.names.update(_target_names(node.target))
+
+    def _comprehension(self, node: cst.BaseComp) -> None:
+        # the element is visited before `for ... in`: taint the targets first
+        comp: Optional[cst.CompFor] = node.for_in
+        while comp is not None:
+            self.visit_CompFor(comp)
+            comp = comp.inner_for_in
+
+    def visit_ListComp(self, node: cst.ListComp) -> None:
+        self._comprehension(node)
+
+    def visit_SetComp(self, node: cst.SetComp) -> None:
+        self._comprehension(node)
+
+    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
+        self._comprehension(node)
+
+    def visit_DictComp(self, node: cst.DictComp) -> None:
+        self._comprehension(node)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.found is not None:
+            return
+        func = node.func
+        if isinstance(func, cst.Attribute) and self._tainted(func.value) and may_be_cuda(self.ctx, node):
+            self.found = node
+            return
+        for arg in node.args:
+            if not arg.star and self._tainted(arg.value):
+                self.handoffs.append((node, arg))
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+
+def batches_to_cuda(ctx: FileContext, call: cst.Call) -> Optional[cst.Call]:
+    """The `.cuda()`/`.to(device)` that moves a batch of this loader to the GPU, if any."""
+    facts = loader_facts(ctx)
+    for loop in facts.iteration_loops(call):
+        found = _follow(ctx, loop.body, batch_names(loop), 0)
+        if found is not None:
+            return found
+    return None
+
+
+def _follow(ctx: FileContext, body: cst.CSTNode, names: Iterable[str], depth: int) -> Optional[cst.Call]:
+    taint = _Taint(ctx, names)
+    body.visit(taint)
+    if taint.found is not None or depth >= 2:
+        return taint.found
+    f = ctx.torch
+    for site, arg in taint.handoffs:
+        for fn in f.resolve_call(site):
+            params = list(fn.params.posonly_params) + list(fn.params.params)
+            if arg.keyword is not None:
+                names2 = [arg.keyword.value]
+            else:
+                positional = [a for a in site.args if a.keyword is None and not a.star]
+                idx = positional.index(arg)
+                if f.function_class.get(fn) is not None and params and params[0].name.value in ("self", "cls"):
+                    idx += 1
+                if idx >= len(params):
+                    continue
+                names2 = [params[idx].name.value]
+            found = _follow(ctx, fn.body, names2, depth + 1)
+            if found is not None:
+                return found
+    return None

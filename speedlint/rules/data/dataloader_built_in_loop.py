@@ -1,0 +1,128 @@
+"""SPD104 dataloader-built-in-loop."""
+
+from __future__ import annotations
+
+from typing import Set
+
+import libcst as cst
+
+from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, MEDIUM, Fix, Impact, Rule
+from speedlint.rules.data._loaders import _target_names, is_dataloader
+
+
+class DataLoaderBuiltInLoop(Rule):
+    """
+    ## What it does
+    Flags `DataLoader(...)` constructed inside the epoch loop, inside a function called once per
+    epoch (such as `train_one_epoch()` building its own loader), or once per training step. A loader
+    whose dataset or settings are rebuilt in the loop on purpose (its arguments read a variable set
+    inside the loop, such as a per-epoch curriculum subset) is not flagged.
+
+    ## Why is this slow?
+    Each new loader starts new worker processes, pickles or forks the dataset into each of them,
+    rebuilds its sampler and pin-memory thread, and cannot keep workers alive across epochs
+    (`persistent_workers` only works for a loader that is reused). The first batches of every epoch
+    wait for that start-up.
+
+    ## Example
+    ```python
+    for epoch in range(10):
+        loader = DataLoader(dataset, batch_size=64, shuffle=True, num_workers=8)
+        for x, y in loader:
+            loss = model(x).sum()
+            loss.backward()
+            optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    loader = DataLoader(dataset, batch_size=64, shuffle=True, num_workers=8, persistent_workers=True)
+    for epoch in range(10):
+        for x, y in loader:
+            loss = model(x).sum()
+            loss.backward()
+            optimizer.step()
+    ```
+
+    ## Fix safety
+    No automatic fix (display-only advice): moving the construction out of the loop requires the
+    dataset and every argument to be available before the loop, and a shuffling loader reshuffles
+    every epoch on its own.
+    """
+
+    code = "SPD104"
+    name = "dataloader-built-in-loop"
+    impact = Impact(
+        wastes="input pipeline (loader and worker start-up repeated every epoch)",
+        when="multi-epoch training, most with worker processes",
+        typical="0.1-10 s per epoch and loader",
+        evidence="PyTorch docs, DataLoader persistent_workers",
+        level=MEDIUM,
+    )
+    fixes = (DISPLAY_ONLY,)
+    triggers = ("DataLoader",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        ctx = self.ctx
+        if not is_dataloader(ctx, node):
+            return
+        facts = ctx.torch
+        if facts.in_training_step(node):
+            unit = facts.step_of(node)
+            where, impact = "once per training step", self.impact.with_level(HIGH)
+        else:
+            unit = facts.epoch_of(node)
+            where, impact = "once per epoch", self.impact
+        if unit is None or self._rebuilt_on_purpose(node, unit):
+            return
+        if isinstance(unit, cst.FunctionDef):
+            where += f" (in `{unit.name.value}()`)"
+        self.report(
+            node,
+            f"a new DataLoader (and its worker processes) is built {where}",
+            fix=Fix.advice("Build the DataLoader once before the epoch loop and reuse it"),
+            impact=impact,
+        )
+
+    def _rebuilt_on_purpose(self, call: cst.Call, unit: cst.CSTNode) -> bool:
+        """The loader's arguments read a variable assigned inside the loop (or the loop variable)."""
+        bound: Set[str] = set()
+        if isinstance(unit, cst.For):
+            bound.update(_target_names(unit.target))
+            body = unit.body
+        elif isinstance(unit, (cst.While, cst.FunctionDef)):
+            body = unit.body
+        else:
+            return False
+        collector = _Assigned()
+        body.visit(collector)
+        bound |= collector.names
+        reads = _Reads()
+        for arg in call.args:
+            arg.value.visit(reads)
+        return bool(reads.names & bound)
+
+
+class _Assigned(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: Set[str] = set()
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self.names.update(_target_names(node.target))
+
+    def visit_For(self, node: cst.For) -> None:
+        self.names.update(_target_names(node.target))
+
+
+class _Reads(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: Set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False

@@ -1,0 +1,133 @@
+"""SPD103 dataloader-workers-respawned."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, SAFE, Fix, Impact, Rule
+from speedlint.fixers.dataloader import _dict_site, _greater_than_zero, _simple, keywords_edit
+from speedlint.rules.data._loaders import is_dataloader, kwarg, loader_facts
+
+
+class DataLoaderWorkersRespawned(Rule):
+    """
+    ## What it does
+    Flags a `DataLoader` with one or more workers that is iterated once per epoch (inside an outer
+    loop, or in a function called once per epoch) without `persistent_workers=True`. The worker
+    count is traced like SPD101's (constants, argparse defaults, keyword dicts, config lookups).
+    Single-epoch scripts and loaders whose `persistent_workers` is already truthy (also through
+    `**kwargs` or a conditional) are not flagged.
+
+    ## Why is this slow?
+    Without persistent workers, every `for batch in loader` starts `num_workers` fresh processes,
+    each of which re-imports modules and unpickles (or re-forks) the dataset, and the first batches
+    of every epoch wait for them. With heavy datasets or many workers that is seconds per epoch,
+    for train and validation loaders alike.
+
+    ## Example
+    ```python
+    loader = DataLoader(dataset, batch_size=64, num_workers=8)
+    for epoch in range(10):
+        for x, y in loader:
+            loss = model(x).sum()
+            loss.backward()
+            optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    loader = DataLoader(dataset, batch_size=64, num_workers=8, persistent_workers=True)
+    for epoch in range(10):
+        for x, y in loader:
+            loss = model(x).sum()
+            loss.backward()
+            optimizer.step()
+    ```
+
+    ## Fix safety
+    Safe: adds `persistent_workers=True` when the worker count is a literal >= 1, otherwise
+    `persistent_workers=<workers> > 0` (torch rejects persistent workers with 0 workers), next to
+    `num_workers` (in the call, or in the keyword dict it comes from). A falsy value from a
+    command-line option gets advice only. Keep in mind that persistent workers hold their copy of
+    the dataset: a dataset object changed in the main process between epochs is not seen by them.
+    """
+
+    code = "SPD103"
+    name = "dataloader-workers-respawned"
+    impact = Impact(
+        wastes="input pipeline (worker processes started again every epoch)",
+        when="multi-epoch training with worker processes",
+        typical="0.1-10 s per epoch and loader; 1.05-1.5x epoch time on short epochs",
+        evidence="PyTorch docs, DataLoader persistent_workers",
+        level=MEDIUM,
+    )
+    fixes = (SAFE, DISPLAY_ONLY)
+    triggers = ("DataLoader",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        ctx = self.ctx
+        if not is_dataloader(ctx, node):
+            return
+        workers = kwarg(ctx, node, "num_workers")
+        if workers.value is None or not workers.value.all(lambda v: isinstance(v, int) and v >= 1):
+            return
+        persistent = kwarg(ctx, node, "persistent_workers")
+        if persistent.unknown or (persistent.value is not None and persistent.value.any(bool)):
+            return
+        epoch = self._per_epoch(node)
+        if epoch is None:
+            return
+        count = "/".join(str(v) for v in workers.value.options)
+        message = f"{count} worker process(es) are started again every epoch: `persistent_workers` is not set"
+        if not persistent.missing:
+            message = message.replace("is not set", "is false")
+        self.report(node, message, fix=self._fix(node, workers, persistent) or Fix.advice("Set `persistent_workers=True` (workers > 0)"))
+
+    def _per_epoch(self, call: cst.Call) -> Optional[cst.CSTNode]:
+        ctx = self.ctx
+        facts = loader_facts(ctx)
+        for loop in facts.iteration_sites(call):
+            unit = ctx.torch.epoch_of(loop)
+            if unit is None:
+                continue
+            if isinstance(unit, cst.For) and _single_pass(ctx, unit):
+                continue
+            return unit
+        return None
+
+    def _fix(self, call: cst.Call, workers, persistent) -> Optional[Fix]:  # type: ignore[no-untyped-def]
+        ctx = self.ctx
+        node = workers.node
+        if not isinstance(node, (cst.Arg, cst.DictElement)):
+            return None
+        expr = node.value
+        if isinstance(expr, cst.Integer):
+            value: cst.BaseExpression = cst.Name("True")
+        elif _simple(expr):
+            value = _greater_than_zero(expr)
+        else:
+            return None
+        if persistent.missing:
+            if isinstance(node, cst.Arg) and workers.via is None:
+                site: Optional[cst.CSTNode] = call
+            else:
+                site = _dict_site(loader_facts(ctx), node)
+            if site is None:
+                return None
+            title = f"Add `persistent_workers={ctx.code(value)}`"
+            return Fix.replace(site, keywords_edit(ctx, site, [("persistent_workers", value)]), title, SAFE)
+        origin = persistent.value.origin if persistent.value is not None else None
+        if persistent.value is not None and persistent.value.kind in ("literal", "dict") and isinstance(origin, cst.Name) and origin.value == "False":
+            return Fix.replace(origin, value, "Set `persistent_workers` (workers > 0)", SAFE)
+        return None
+
+
+def _single_pass(ctx, loop: cst.For) -> bool:  # type: ignore[no-untyped-def]
+    """`for epoch in range(1)` / `range(args.epochs)` with a default of 1."""
+    it = loop.iter
+    if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range" and len(it.args) == 1:
+        value = ctx.values.resolve(it.args[0].value)
+        return value is not None and value.all(lambda v: isinstance(v, int) and v <= 1)
+    return False

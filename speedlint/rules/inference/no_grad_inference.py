@@ -1,0 +1,252 @@
+"""SPD601 no-grad-inference."""
+
+from __future__ import annotations
+
+from typing import List, Optional, Tuple, Union
+
+import libcst as cst
+
+from speedlint.analyzer.rule import LOW, MEDIUM, SAFE, UNSAFE, Fix, Impact, Rule
+from speedlint.rules.inference._analysis import (
+    Escapes,
+    Models,
+    eval_receivers_before,
+    is_test_file,
+    iter_nodes,
+    torch_spelling,
+    updates_parameters,
+)
+
+
+class NoGradInference(Rule):
+    """
+    ## What it does
+    Flags `with torch.no_grad():` and `@torch.no_grad()` around an evaluation or inference loop
+    or function (a validation loop, a function named `evaluate`/`validate`/`test`/`predict`/
+    `infer`, code after `model.eval()`), where `torch.inference_mode()` does the same job faster.
+
+    It stays silent where `inference_mode` would break training: `no_grad` inside a model's
+    `forward` or a training step (frozen feature extractors, a teacher in distillation, a target
+    network in RL), parameter and EMA updates, and blocks whose tensors go where autograd may
+    read them later (stored on `self`, appended to a buffer the training loop reads, returned
+    from a function the training step calls).
+
+    ## Why is this slow?
+    `no_grad` only stops graph recording. `inference_mode` also skips the version-counter bumps
+    and view tracking that every tensor operation does for autograd's sake, which cuts per-op
+    CPU overhead: it matters most for small batches and many small ops (eval loops are often
+    CPU-bound on kernel launches).
+
+    ## Example
+    ```python
+    def evaluate(model, loader):
+        model.eval()
+        correct = 0
+        with torch.no_grad():
+            for x, y in loader:
+                correct += (model(x).argmax(1) == y).sum().item()
+        return correct / len(loader.dataset)
+    ```
+
+    ## Use instead
+    ```python
+    def evaluate(model, loader):
+        model.eval()
+        correct = 0
+        with torch.inference_mode():
+            for x, y in loader:
+                correct += (model(x).argmax(1) == y).sum().item()
+        return correct / len(loader.dataset)
+    ```
+
+    ## Fix safety
+    The fix replaces `no_grad` with `inference_mode`, keeping the file's spelling of torch
+    (`T.inference_mode()` after `import torch as T`; `from torch import inference_mode` next to
+    `from torch import no_grad`). It is safe when everything the block produces leaves it as
+    Python numbers, strings, or through `.item()`/`.tolist()`/`.cpu()` (metrics, logs). It is
+    unsafe when tensors computed inside leave the block (returned, used after it, passed on):
+    tensors created under `inference_mode` cannot be saved for backward or updated in place
+    outside it, so using them later in training raises an error.
+
+    ## References
+    - PyTorch docs, "Inference Mode" (`torch.inference_mode`) and "Autograd mechanics: inference mode"
+    """
+
+    code = "SPD601"
+    name = "no-grad-inference"
+    impact = Impact(
+        wastes="Python/dispatcher overhead (autograd bookkeeping on every op)",
+        when="eval/inference loops, most with small batches or many small ops",
+        typical="1.05-1.3x eval throughput",
+        evidence="PyTorch docs: inference_mode; benchmarks/scenarios: eval_no_grad_vs_inference_mode",
+        level=LOW,
+    )
+    fixes = (SAFE, UNSAFE)
+    triggers = ("no_grad",)
+
+    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(ctx)
+        self._models: Optional[Models] = None
+
+    @property
+    def models(self) -> Models:
+        if self._models is None:
+            self._models = Models(self.ctx)
+        return self._models
+
+    def _enabled(self) -> bool:
+        version = self.ctx.settings.target_torch_version
+        return not is_test_file(self.ctx.path) and (version is None or version >= (1, 9))
+
+    # -- with blocks ------------------------------------------------------------------------
+    def visit_With(self, node: cst.With) -> None:
+        items = [item for item in node.items if self._is_no_grad_call(item.item)]
+        if not items or not self._enabled():
+            return
+        facts = self.ctx.torch
+        fn = facts.enclosing_function(node)
+        if self._training_context(node, fn) or self._has_backward(node.body):
+            return
+        if updates_parameters(self.ctx, node.body) or not self.models.runs_forward(node.body):
+            return
+        scope: cst.CSTNode = fn if fn is not None else self.ctx.module
+        escapes = Escapes(self.ctx, self.models, scope, node.body, whole_function=False)
+        if escapes.training_bound:
+            return
+        where = self._eval_context(node, fn)
+        if where is None:
+            # a no_grad block in an epoch loop (between the training steps): only when nothing
+            # but numbers leaves it, that is an evaluation by construction
+            if facts.epoch_of(node) is None or escapes.unsafe:
+                return
+            where = "once per epoch, outside the training step"
+        call = items[0].item
+        assert isinstance(call, cst.Call)
+        self._report(call, call.func, where, escapes)
+
+    # -- decorated functions -----------------------------------------------------------------
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        decorators = [d for d in node.decorators if self._is_no_grad(d.decorator)]
+        if not decorators or not self._enabled():
+            return
+        facts = self.ctx.torch
+        if self._training_context(node, node) or facts.reaches_backward(node):
+            return
+        if updates_parameters(self.ctx, node.body) or not self.models.runs_forward(node.body):
+            return
+        escapes = Escapes(self.ctx, self.models, node, node.body, whole_function=True)
+        if escapes.training_bound:
+            return
+        has_eval_loop = any(loop in facts.eval_loops for loop in facts.units[node].inner_loops)
+        if facts.is_eval_function(node):
+            where = f"on `{node.name.value}()`, an evaluation function"
+        elif has_eval_loop:
+            where = f"on `{node.name.value}()`, which runs an evaluation loop"
+        elif any(
+            isinstance(c.func, cst.Attribute) and c.func.attr.value == "eval" and not c.args
+            for c in iter_nodes(node.body)
+            if isinstance(c, cst.Call)
+        ):
+            where = f"on `{node.name.value}()`, which puts the model in eval mode"
+        else:
+            return
+        dec = decorators[0].decorator
+        target = dec.func if isinstance(dec, cst.Call) else dec
+        self._report(dec, target, where, escapes, bare=not isinstance(dec, cst.Call))
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _is_no_grad(self, expr: cst.BaseExpression) -> bool:
+        target = expr.func if isinstance(expr, cst.Call) else expr
+        return self.ctx.matches(target, "torch.no_grad")
+
+    def _is_no_grad_call(self, expr: cst.BaseExpression) -> bool:
+        return isinstance(expr, cst.Call) and not expr.args and self.ctx.matches(expr.func, "torch.no_grad")
+
+    def _training_context(self, node: cst.CSTNode, fn: Optional[cst.FunctionDef]) -> bool:
+        """Inside a training step, a step function, or a model's forward: outputs may feed autograd."""
+        facts = self.ctx.torch
+        if facts.in_training_step(node):
+            return True
+        f = fn
+        while f is not None:
+            if f in facts.step_functions or f in facts.forward_functions:
+                return True
+            cls = facts.function_class.get(f)
+            if cls is not None and f.name.value in ("training_step", "compute_loss", "train_step"):
+                return True
+            f = facts.enclosing_function(f)
+        return False
+
+    def _has_backward(self, root: cst.CSTNode) -> bool:
+        facts = self.ctx.torch
+        for n in iter_nodes(root):
+            if isinstance(n, cst.Call) and (facts.is_backward(n) or self.ctx.matches(n.func, "torch.autograd.grad")):
+                return True
+        return False
+
+    def _eval_context(self, node: cst.With, fn: Optional[cst.FunctionDef]) -> Optional[str]:
+        facts = self.ctx.torch
+        if any(loop in facts.eval_loops for loop in iter_nodes(node.body) if isinstance(loop, (cst.For, cst.While))):
+            return "around an evaluation loop"
+        if facts.eval_loop_of(node) is not None:
+            return "inside an evaluation loop"
+        if fn is not None and facts.is_eval_function(fn):
+            return f"in the evaluation function `{fn.name.value}()`"
+        if eval_receivers_before(self.ctx, fn, node):
+            return "after `model.eval()`"
+        return None
+
+    def _report(
+        self,
+        node: cst.CSTNode,
+        func: cst.BaseExpression,
+        where: str,
+        escapes: Escapes,
+        bare: bool = False,
+    ) -> None:
+        new_func, imports = torch_spelling(self.ctx, func, "inference_mode")
+        new: Union[cst.BaseExpression] = cst.Call(func=new_func) if bare else new_func
+        spelled = self.ctx.module.code_for_node(new_func)
+        if escapes.unsafe:
+            applicability = UNSAFE
+            title = f"Use `{spelled}()` (unsafe: {escapes.unsafe[0]}; make sure they never reach autograd)"
+            impact = self.impact
+        else:
+            applicability = SAFE
+            title = f"Use `{spelled}()`"
+            impact = self.impact
+        pairs: List[Tuple[cst.CSTNode, cst.CSTNode]] = [(func, new)]
+        swap = self._import_swap(func) if imports and isinstance(new_func, cst.Name) else None
+        if swap is not None:  # `from torch import no_grad` used only here: import the new name instead
+            pairs.append(swap)
+            imports = ()
+        self.report(
+            node,
+            f"`no_grad` {where}: `inference_mode` also skips autograd's version counting and view tracking",
+            fix=Fix.many(pairs, title, applicability, imports),
+            impact=impact.with_level(LOW if escapes.unsafe else impact.level),
+        )
+
+    def _import_swap(self, func: cst.BaseExpression) -> Optional[Tuple[cst.CSTNode, cst.CSTNode]]:
+        if not isinstance(func, cst.Name):
+            return None
+        local = func.value
+        uses = 0
+        alias_node: Optional[cst.ImportAlias] = None
+        attrs = set()
+        for n in iter_nodes(self.ctx.module, skip_defs=False):
+            if isinstance(n, cst.Attribute):
+                attrs.add(id(n.attr))
+            if isinstance(n, cst.ImportFrom) and not isinstance(n.names, cst.ImportStar):
+                for alias in n.names:
+                    name = alias.asname.name if alias.asname is not None else alias.name
+                    if isinstance(name, cst.Name) and name.value == local:
+                        alias_node = alias
+            elif isinstance(n, cst.Name) and n.value == local and id(n) not in attrs:
+                uses += 1
+        if alias_node is None:
+            return None
+        imported = 2 if alias_node.asname is not None else 1  # the import's own Name nodes
+        if uses - imported != 1:
+            return None
+        return alias_node, alias_node.with_changes(name=cst.Name("inference_mode"), asname=None)

@@ -1,0 +1,691 @@
+"""Shared facts for the SPD2xx rules: where a name was bound, which loader a batch comes from,
+what `.to(...)` is asked to do, and whether an expression is (as far as one file shows) a tensor.
+
+Not a rule module (no `Rule` subclass): the registry imports it and finds nothing to register.
+Everything here is computed from the providers on `ctx` and cached per file.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import weakref
+from dataclasses import dataclass
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
+
+import libcst as cst
+
+from speedlint.analyzer.context import FileContext
+from speedlint.analyzer.providers.names import dotted
+
+Scope = Optional[cst.CSTNode]  # FunctionDef, Lambda, a comprehension, or None (module)
+COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
+
+# ---------------------------------------------------------------------------------------------
+# bindings
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class Binding:
+    """One place where a name gets a value.
+
+    kind: assign | augassign | for | comp | param | with | other
+    `value` is the assigned expression (assign/augassign/namedexpr), the iterable (for/comp), or
+    None; `site` is the statement/clause that binds; `param` the Param for parameters; `path` the
+    position inside a tuple target (`x, (y, z) = ...` gives y the path (1, 0)).
+    """
+
+    kind: str
+    site: cst.CSTNode
+    value: Optional[cst.BaseExpression] = None
+    path: Tuple[int, ...] = ()
+    param: Optional[cst.Param] = None
+    function: Optional[cst.FunctionDef] = None
+
+
+class _BindingIndex(cst.CSTVisitor):
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__()
+        self.facts = ctx.torch
+        self.binds: Dict[Tuple[Scope, str], List[Binding]] = {}
+        self.backward_names: Set[Tuple[Scope, str]] = set()  # `loss.backward()` was called
+
+    def scope_of(self, node: cst.CSTNode) -> Scope:
+        for a in self.facts.ancestors(node):
+            if isinstance(a, (cst.FunctionDef, cst.Lambda)):
+                return a
+        return None
+
+    def _add(self, target: cst.BaseExpression, make, scope: Scope, path: Tuple[int, ...] = ()) -> None:  # type: ignore[no-untyped-def]
+        if isinstance(target, cst.Name):
+            self.binds.setdefault((scope, target.value), []).append(make(path))
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for i, el in enumerate(target.elements):
+                value = el.value
+                if isinstance(el, cst.StarredElement):
+                    # `*rest`: bound, to something we do not follow
+                    self._add(value, lambda p: Binding("other", make(p).site), scope, path + (i,))
+                    continue
+                self._add(value, make, scope, path + (i,))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        scope = self.scope_of(node)
+        for t in node.targets:
+            self._add(t.target, lambda p: Binding("assign", node, node.value, p), scope)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._add(node.target, lambda p: Binding("assign", node, node.value, p), self.scope_of(node))
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._add(node.target, lambda p: Binding("augassign", node, node.value, p), self.scope_of(node))
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._add(node.target, lambda p: Binding("assign", node, node.value, p), self.scope_of(node))
+
+    def visit_For(self, node: cst.For) -> None:
+        self._add(node.target, lambda p: Binding("for", node, node.iter, p), self.scope_of(node))
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        comp = next((a for a in self.facts.ancestors(node) if isinstance(a, COMPREHENSIONS)), None)
+        self._add(node.target, lambda p: Binding("comp", node, node.iter, p), comp)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self._add(node.asname.name, lambda p: Binding("with", node, node.item, p), self.scope_of(node))
+
+    def visit_Param(self, node: cst.Param) -> None:
+        fn = self.facts.enclosing_function(node)
+        if fn is not None:
+            self.binds.setdefault((fn, node.name.value), []).append(Binding("param", node, None, (), node, fn))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "backward" and isinstance(func.value, cst.Name):
+            self.backward_names.add((self.scope_of(node), func.value.value))
+
+
+_CACHE: "weakref.WeakKeyDictionary[FileContext, Flow]" = weakref.WeakKeyDictionary()
+
+
+def flow(ctx: FileContext) -> "Flow":
+    """The per-file `Flow` (computed once, shared by the SPD2xx rules of one traversal)."""
+    found = _CACHE.get(ctx)
+    if found is None:
+        found = _CACHE[ctx] = Flow(ctx)
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# what `.to(...)` / `.cuda(...)` is asked to do
+# ---------------------------------------------------------------------------------------------
+DEVICE = "device"  # clearly a device (literal, torch.device(...), x.device, traced string)
+MAYBE_DEVICE = "maybe-device"  # a variable named like a device whose value is unknown
+CPU = "cpu"
+DTYPE = "dtype"
+UNKNOWN = "unknown"
+
+DTYPES = {
+    "float", "float16", "float32", "float64", "half", "double", "bfloat16", "int", "int8", "int16",
+    "int32", "int64", "long", "short", "uint8", "bool", "complex64", "complex128", "cfloat", "cdouble",
+    "float8_e4m3fn", "float8_e5m2", "uint16", "uint32", "uint64",
+}
+_DEVICE_PREFIXES = ("cuda", "mps", "xpu", "xla", "hpu", "npu", "mtia", "privateuseone", "meta", "ipu", "lazy")
+_DEVICE_NAME = re.compile(r"(^|_)(device|dev|devices|gpu|cuda|accelerator|rank|local_rank|gpu_id|device_id)(_|$)|device$", re.I)
+_DTYPE_NAME = re.compile(r"dtype|(^|_)(precision|type)$", re.I)
+
+
+@dataclass(frozen=True)
+class Move:
+    """A parsed `.to(...)`/`.cuda(...)` call."""
+
+    call: cst.Call
+    method: str  # "to" | "cuda"
+    target: Optional[cst.BaseExpression]  # the device expression (None for `.cuda()`)
+    kind: str  # DEVICE | MAYBE_DEVICE | CPU | DTYPE | UNKNOWN
+    dtype: Optional[cst.BaseExpression] = None
+    non_blocking: Optional[cst.Arg] = None
+    extra: Tuple[str, ...] = ()  # other keywords given (copy, memory_format ...)
+
+    @property
+    def moves_to_device(self) -> bool:
+        return self.kind in (DEVICE, MAYBE_DEVICE)
+
+
+def _string_value(node: cst.BaseExpression) -> Optional[str]:
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+        try:
+            value = ast.literal_eval(cst.Module(body=()).code_for_node(node))
+        except Exception:
+            return None
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _device_string_kind(text: str) -> str:
+    low = text.strip().lower()
+    if low.startswith("cpu"):
+        return CPU
+    if low.startswith(_DEVICE_PREFIXES):
+        return DEVICE
+    return UNKNOWN
+
+
+# ---------------------------------------------------------------------------------------------
+# tensors
+# ---------------------------------------------------------------------------------------------
+#: torch functions that do not return a tensor (or return one on the CPU only).
+_NOT_TENSOR_FUNCS = {
+    "device", "Size", "dtype", "is_tensor", "is_floating_point", "is_complex", "is_nonzero", "numel",
+    "manual_seed", "seed", "initial_seed", "save", "load", "no_grad", "enable_grad", "inference_mode",
+    "set_grad_enabled", "compile", "from_numpy", "get_default_dtype", "set_default_dtype",
+    "is_grad_enabled", "autocast", "finfo", "iinfo", "set_printoptions", "use_deterministic_algorithms",
+    "set_num_threads", "get_num_threads", "typename", "is_storage", "result_type", "promote_types",
+    "can_cast", "broadcast_shapes",
+}
+#: torch factories: a CPU tensor unless given `device=`.
+FACTORIES = {
+    "zeros", "ones", "empty", "full", "arange", "eye", "tensor", "linspace", "logspace",
+    "zeros_like", "ones_like", "empty_like", "full_like",
+}
+RANDOM_FACTORIES = {"rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like"}
+#: tensor methods that give back something that is not a (device) tensor.
+_NON_TENSOR_METHODS = {
+    "item", "tolist", "numpy", "cpu", "size", "dim", "numel", "ndimension", "nelement", "element_size",
+    "data_ptr", "is_contiguous", "get_device", "stride", "storage", "keys", "values", "items",
+    "is_floating_point", "is_complex", "untyped_storage", "__len__", "state_dict", "parameters",
+    "named_parameters", "get", "format", "join", "split" ,
+}
+_TENSOR_ATTRS = {"grad", "data", "T", "mT", "H", "real", "imag", "loss", "logits"}
+_MODEL_NAME = re.compile(
+    r"(^|_)(model|net|network|generator|discriminator|gen|disc|critic|encoder|decoder|backbone|head|"
+    r"criterion|loss_fn|loss_func|lossfn|loss_function|G|D|netG|netD)$|^(model|net)"
+)
+
+
+class Flow:
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.facts = ctx.torch
+        self.index = _BindingIndex(ctx)
+        ctx.module.visit(self.index)
+        self._tensor_memo: Dict[cst.CSTNode, bool] = {}
+        self._callers: Dict[cst.FunctionDef, List[cst.Call]] = {}
+
+    # -- bindings ----------------------------------------------------------------------------
+    def _scopes(self, node: cst.CSTNode, name: str) -> Iterator[Scope]:
+        for a in self.facts.ancestors(node):
+            if isinstance(a, COMPREHENSIONS):
+                yield a
+            elif isinstance(a, (cst.FunctionDef, cst.Lambda)):
+                yield a
+        yield None
+
+    def bindings(self, name: cst.Name) -> List[Binding]:
+        """Every binding of `name` in the scope that binds it where it is used."""
+        for scope in self._scopes(name, name.value):
+            found = self.index.binds.get((scope, name.value))
+            if found:
+                return found
+        return []
+
+    def _contains(self, outer: cst.CSTNode, node: cst.CSTNode) -> bool:
+        return any(a is outer for a in self.facts.ancestors(node))
+
+    def binding(self, name: cst.Name) -> Optional[Binding]:
+        """The binding that reaches this use: the nearest one before it in source order.
+
+        Loop-carried uses (no binding before them) take the last binding of the scope.
+        """
+        found = self.bindings(name)
+        if not found:
+            return None
+        order = self.facts.order
+        use = order.get(name, -1)
+        before: List[Binding] = []
+        for b in found:
+            site = b.site
+            if b.kind in ("for", "comp"):
+                # the target is bound for the loop body, not for the iterable expression
+                owner = site if b.kind == "for" else self.facts.parent(site)
+                iter_expr = b.value
+                if owner is not None and self._contains(owner, name) and not (iter_expr is not None and (iter_expr is name or self._contains(iter_expr, name))):
+                    before.append(b)
+                    continue
+                if order.get(site, -1) < use and not self._contains(site, name):
+                    before.append(b)
+                continue
+            if b.kind == "param":
+                before.append(b)
+                continue
+            if order.get(site, -1) < use and not self._contains(site, name):
+                before.append(b)
+        pool = before or found
+        return max(pool, key=lambda b: order.get(b.site, -1))
+
+    def value_at(self, b: Binding) -> Optional[cst.BaseExpression]:
+        """The expression a tuple-unpacking binding takes its value from, when it can be told."""
+        value = b.value
+        for i in b.path:
+            if isinstance(value, (cst.Tuple, cst.List)) and i < len(value.elements) and not any(
+                isinstance(e, cst.StarredElement) for e in value.elements
+            ):
+                value = value.elements[i].value
+            else:
+                return value  # an element of something: the caller decides if that is enough
+        return value
+
+    def callers(self, fn: cst.FunctionDef) -> List[cst.Call]:
+        if fn not in self._callers:
+            self._callers[fn] = [c for c in self.facts.calls if fn in self.facts.resolve_call(c)]
+        return self._callers[fn]
+
+    def argument_for(self, call: cst.Call, fn: cst.FunctionDef, param: cst.Param) -> Optional[cst.BaseExpression]:
+        """The expression `call` passes for `param` of `fn` (None when it cannot be told)."""
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == param.name.value:
+                return arg.value
+        params = list(fn.params.posonly_params) + list(fn.params.params)
+        if param not in params:
+            return None
+        position = params.index(param)
+        if self.facts.function_class.get(fn) is not None and isinstance(call.func, cst.Attribute):
+            decorators = {dotted(d.decorator) for d in fn.decorators}
+            if "staticmethod" not in decorators:
+                position -= 1
+        if position < 0:
+            return None
+        positional = [a for a in call.args if a.keyword is None]
+        if any(a.star for a in positional[: position + 1]):
+            return None
+        if position < len(positional):
+            return positional[position].value
+        return param.default
+
+    def self_writes(self, attr: cst.Attribute) -> List[cst.BaseExpression]:
+        """`self.x = ...` values written in the class of the method using `self.x`."""
+        if dotted(attr.value) != "self":
+            return []
+        cls = self.facts.enclosing_class(attr)
+        writes = self.ctx.values.index.self_attrs.get((cls, attr.attr.value), [])
+        return [w for w in writes if isinstance(w, cst.BaseExpression)]
+
+    def returns(self, call: cst.Call) -> List[cst.BaseExpression]:
+        out: List[cst.BaseExpression] = []
+        for fn in self.facts.resolve_call(call):
+            if fn.name.value == "__init__":
+                continue
+            out.extend(r for r in self.ctx.values.index.returns.get(fn, []) if r is not None)
+        return out
+
+    # -- loaders -----------------------------------------------------------------------------
+    def is_loader_call(self, node: cst.BaseExpression) -> bool:
+        return isinstance(node, cst.Call) and self.ctx.matches(node.func, "torch.utils.data.DataLoader")
+
+    def loader_of_iterable(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> Optional[cst.Call]:
+        """The `DataLoader(...)` call an iterable (loader, `enumerate(loader)`, `tqdm(loader)` ...) runs."""
+        if expr is None or depth > 8:
+            return None
+        if isinstance(expr, cst.Call):
+            if self.is_loader_call(expr):
+                return expr
+            name = dotted(expr.func) or ""
+            short = name.rsplit(".", 1)[-1]
+            if short in ("enumerate", "iter", "tqdm", "trange", "zip", "track", "progress_bar", "islice", "cycle") and expr.args:
+                for arg in expr.args:
+                    if arg.keyword is None and not arg.star:
+                        found = self.loader_of_iterable(arg.value, depth + 1)
+                        if found is not None:
+                            return found
+                return None
+            for value in self.returns(expr):
+                found = self.loader_of_iterable(value, depth + 1)
+                if found is not None:
+                    return found
+            return None
+        if isinstance(expr, cst.Name):
+            b = self.binding(expr)
+            if b is None:
+                return None
+            if b.kind in ("assign", "with"):
+                return self.loader_of_iterable(b.value if b.kind == "with" else self.value_at(b), depth + 1)
+            if b.kind == "param" and b.function is not None and b.param is not None:
+                for call in self.callers(b.function):
+                    found = self.loader_of_iterable(self.argument_for(call, b.function, b.param), depth + 1)
+                    if found is not None:
+                        return found
+                return self.loader_of_iterable(b.param.default, depth + 1) if b.param.default else None
+            return None
+        if isinstance(expr, cst.Attribute):
+            for value in self.self_writes(expr):
+                found = self.loader_of_iterable(value, depth + 1)
+                if found is not None:
+                    return found
+        return None
+
+    def loader_of_batch(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> Optional[cst.Call]:
+        """The `DataLoader(...)` whose batches `expr` is (a part of)."""
+        if expr is None or depth > 10:
+            return None
+        if isinstance(expr, (cst.Subscript, cst.Attribute)) and not (
+            isinstance(expr, cst.Attribute) and dotted(expr.value) == "self"
+        ):
+            return self.loader_of_batch(expr.value, depth + 1)
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Name) and func.value == "next" and expr.args:
+                return self.loader_of_iterable(expr.args[0].value, depth + 1)
+            if isinstance(func, cst.Attribute) and func.attr.value in ("items", "values") and not expr.args:
+                return self.loader_of_batch(func.value, depth + 1)
+            return None
+        if isinstance(expr, cst.Name):
+            b = self.binding(expr)
+            if b is None:
+                return None
+            if b.kind == "for":
+                return self.loader_of_iterable(b.value, depth + 1)
+            if b.kind == "comp":
+                return self.loader_of_batch(b.value, depth + 1) or self.loader_of_iterable(b.value, depth + 1)
+            if b.kind == "assign":
+                return self.loader_of_batch(self.value_at(b), depth + 1)
+            if b.kind == "param" and b.function is not None and b.param is not None:
+                for call in self.callers(b.function):
+                    found = self.loader_of_batch(self.argument_for(call, b.function, b.param), depth + 1)
+                    if found is not None:
+                        return found
+            return None
+        return None
+
+    # -- devices -----------------------------------------------------------------------------
+    def device_kind(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> str:
+        """What an argument of `.to(...)` is: DEVICE, MAYBE_DEVICE, CPU, DTYPE or UNKNOWN."""
+        if expr is None or depth > 8:
+            return UNKNOWN
+        text = _string_value(expr)
+        if text is not None:
+            return _device_string_kind(text)
+        if isinstance(expr, cst.FormattedString):
+            head = expr.parts[0] if expr.parts else None
+            if isinstance(head, cst.FormattedStringText):
+                return _device_string_kind(head.value) if _device_string_kind(head.value) != UNKNOWN else DEVICE
+            return DEVICE  # `.to(f"{...}")`: only a device can be spelled as a string
+        if isinstance(expr, cst.Integer):
+            return DEVICE  # a device index
+        if isinstance(expr, cst.IfExp):
+            kinds = {self.device_kind(expr.body, depth + 1), self.device_kind(expr.orelse, depth + 1)}
+            if kinds <= {DEVICE, CPU} and DEVICE in kinds:
+                return DEVICE
+            if kinds == {CPU}:
+                return CPU
+            return UNKNOWN
+        if isinstance(expr, cst.Call):
+            if self.ctx.matches(expr.func, "torch.device"):
+                first = expr.args[0].value if expr.args else None
+                text = _string_value(first) if first is not None else None
+                if text is not None:
+                    kind = _device_string_kind(text)
+                    return kind if kind != UNKNOWN else DEVICE
+                return DEVICE
+            return UNKNOWN
+        q = self.ctx.qualname(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+        if q is not None and q.startswith("torch.") and q[len("torch."):] in DTYPES:
+            return DTYPE
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value == "device":
+                return DEVICE
+            if expr.attr.value == "dtype":
+                return DTYPE
+        traced = self.ctx.values.resolve(expr)
+        if traced is not None and traced.options and traced.all(lambda v: isinstance(v, str)):
+            kinds = {_device_string_kind(v) for v in traced.options}
+            if kinds == {CPU}:
+                return CPU
+            if DEVICE in kinds:
+                return DEVICE
+        if traced is not None and traced.options and traced.all(lambda v: isinstance(v, int) and not isinstance(v, bool)):
+            return DEVICE
+        bound: List[cst.BaseExpression] = []
+        if isinstance(expr, cst.Name):
+            b = self.binding(expr)
+            if b is not None and b.kind == "assign":
+                value = self.value_at(b)
+                if value is not None and not b.path:
+                    bound.append(value)
+            elif b is not None and b.kind == "param" and b.function is not None and b.param is not None:
+                args = [self.argument_for(c, b.function, b.param) for c in self.callers(b.function)]
+                if args and all(a is not None for a in args):
+                    kinds = {self.device_kind(a, depth + 1) for a in args}  # type: ignore[arg-type]
+                    if kinds == {DEVICE} or kinds == {DEVICE, CPU}:
+                        return DEVICE
+                    if kinds == {DTYPE}:
+                        return DTYPE
+        elif isinstance(expr, cst.Attribute):
+            bound.extend(self.self_writes(expr))
+        if bound:
+            kinds = {self.device_kind(v, depth + 1) for v in bound}
+            if kinds <= {DEVICE, CPU} and DEVICE in kinds:
+                return DEVICE
+            if kinds == {CPU}:
+                return CPU
+            if kinds == {DTYPE}:
+                return DTYPE
+        last = (dotted(expr) or "").rsplit(".", 1)[-1]
+        if last and _DTYPE_NAME.search(last):
+            return DTYPE
+        if last and _DEVICE_NAME.search(last):
+            return MAYBE_DEVICE
+        return UNKNOWN
+
+    def parse_move(self, call: cst.Call) -> Optional[Move]:
+        """`x.to(...)` / `x.cuda(...)` as a `Move`, or None for anything else (or with splats)."""
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("to", "cuda"):
+            return None
+        if any(a.star for a in call.args):
+            return None
+        positional = [a for a in call.args if a.keyword is None]
+        keywords = {a.keyword.value: a for a in call.args if a.keyword is not None}
+        extra = tuple(k for k in keywords if k not in ("device", "dtype", "non_blocking"))
+        non_blocking = keywords.get("non_blocking")
+        if func.attr.value == "cuda":
+            target = keywords["device"].value if "device" in keywords else (positional[0].value if positional else None)
+            if len(positional) > 1:
+                non_blocking = positional[1]
+            return Move(call, "cuda", target, DEVICE, None, non_blocking, extra)
+        target = keywords["device"].value if "device" in keywords else None
+        dtype = keywords["dtype"].value if "dtype" in keywords else None
+        if target is None and positional:
+            first = positional[0].value
+            kind = self.device_kind(first)
+            if kind == DTYPE:
+                if len(positional) > 1:
+                    non_blocking = positional[1]
+                return Move(call, "to", None, DTYPE, first, non_blocking, extra)
+            target = first
+            if len(positional) > 1:
+                dtype = positional[1].value
+            if len(positional) > 2:
+                non_blocking = positional[2]
+            if len(positional) > 3:
+                extra = extra + ("copy",)
+        elif target is not None and positional:
+            return None  # `.to(x, device=...)`: not a form we understand
+        if target is None:
+            return Move(call, "to", None, DTYPE if dtype is not None else UNKNOWN, dtype, non_blocking, extra)
+        return Move(call, "to", target, self.device_kind(target), dtype, non_blocking, extra)
+
+    # -- tensors -----------------------------------------------------------------------------
+    def is_model(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
+        """An nn.Module (or loss module): `nn.X(...)`, a same-file Module subclass, or a model-named object."""
+        if depth > 6:
+            return False
+        if isinstance(expr, cst.Call):
+            q = self.ctx.qualname(expr.func) or ""
+            if q.startswith("torch.nn.") and not q.startswith("torch.nn.functional") and q[len("torch.nn."):][:1].isupper():
+                return True
+            name = dotted(expr.func) or ""
+            for cls in self.facts.class_defs.get(name, ()):
+                for base in cls.bases:
+                    bq = self.ctx.qualname(base.value) or dotted(base.value) or ""
+                    if bq in ("torch.nn.Module", "nn.Module", "Module") or bq.startswith("torch.nn."):
+                        return True
+            if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("to", "cuda", "train", "eval", "float", "half"):
+                return self.is_model(expr.func.value, depth + 1)
+            return False
+        if isinstance(expr, cst.Name):
+            b = self.binding(expr)
+            if b is not None and b.kind == "assign" and not b.path:
+                value = self.value_at(b)
+                if value is not None and self.is_model(value, depth + 1):
+                    return True
+        elif isinstance(expr, cst.Attribute):
+            if any(self.is_model(v, depth + 1) for v in self.self_writes(expr)):
+                return True
+        last = (dotted(expr) or "").rsplit(".", 1)[-1]
+        return bool(last) and bool(_MODEL_NAME.search(last))
+
+    def is_tensor(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> bool:
+        """Whether `expr` is known to evaluate to a tensor that may live on the device.
+
+        Strict on purpose: unknown names, loop counters, `.item()` results, numpy values and
+        CPU-only factory calls are not tensors here.
+        """
+        if expr is None or depth > 10:
+            return False
+        if expr in self._tensor_memo:
+            return self._tensor_memo[expr]
+        self._tensor_memo[expr] = False  # cycles (x = x + 1) resolve to "no"
+        result = self._is_tensor(expr, depth)
+        self._tensor_memo[expr] = result
+        return result
+
+    def _is_tensor(self, expr: cst.BaseExpression, depth: int) -> bool:
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            q = self.ctx.qualname(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+            if q is not None:
+                if q.startswith(("torch.nn.functional.", "torch.linalg.", "torch.fft.", "torch.special.")):
+                    return True
+                if q.startswith("torch.") and q.count(".") == 1:
+                    short = q.split(".", 1)[1]
+                    if short in _NOT_TENSOR_FUNCS or short.startswith(("is_", "get_", "set_")):
+                        return False
+                    if short in FACTORIES or short in RANDOM_FACTORIES:
+                        return any(a.keyword is not None and a.keyword.value == "device" for a in expr.args)
+                    return short[:1].islower()
+                return False
+            if isinstance(func, cst.Attribute):
+                method = func.attr.value
+                if method in ("to", "cuda"):
+                    move = self.parse_move(expr)
+                    if move is not None and move.moves_to_device:
+                        return not self.is_model(func.value)
+                    return move is not None and move.kind == DTYPE and self.is_tensor(func.value, depth + 1)
+                if method in _NON_TENSOR_METHODS:
+                    return False
+                if self.is_tensor(func.value, depth + 1):
+                    return True
+            if self.is_model(func):
+                return True
+            return any(self.is_tensor(r, depth + 1) for r in self.returns(expr))
+        if isinstance(expr, cst.BinaryOperation):
+            return self.is_tensor(expr.left, depth + 1) or self.is_tensor(expr.right, depth + 1)
+        if isinstance(expr, cst.UnaryOperation):
+            return self.is_tensor(expr.expression, depth + 1)
+        if isinstance(expr, cst.Comparison):
+            if any(isinstance(t.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for t in expr.comparisons):
+                return False
+            return self.is_tensor(expr.left, depth + 1) or any(
+                self.is_tensor(t.comparator, depth + 1) for t in expr.comparisons
+            )
+        if isinstance(expr, cst.Subscript):
+            return self.is_tensor(expr.value, depth + 1)
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value in _TENSOR_ATTRS:
+                return self.is_tensor(expr.value, depth + 1) or (
+                    expr.attr.value in ("loss", "logits") and self._model_output(expr.value, depth)
+                )
+            return False
+        if isinstance(expr, cst.Name):
+            return self._name_is_tensor(expr, depth)
+        return False
+
+    def _model_output(self, expr: cst.BaseExpression, depth: int) -> bool:
+        if isinstance(expr, cst.Call):
+            return self.is_model(expr.func)
+        if isinstance(expr, cst.Name):
+            b = self.binding(expr)
+            return b is not None and b.kind == "assign" and isinstance(self.value_at(b), cst.Call) and self.is_model(self.value_at(b).func)  # type: ignore[union-attr]
+        return False
+
+    def _name_is_tensor(self, name: cst.Name, depth: int) -> bool:
+        b = self.binding(name)
+        if b is None:
+            return False
+        if b.kind == "assign":
+            value = self.value_at(b)
+            if self.is_tensor(value, depth + 1):
+                return True
+            # `loss = compute(...)` from elsewhere, then `loss.backward()`: a tensor
+            return self.backward_called_on(name) and not self.is_host_value(value)
+        if b.kind == "augassign":
+            if self.is_tensor(b.value, depth + 1):
+                return True
+            # `total += x` keeps whatever `total` was
+            earlier = [o for o in self.bindings(name) if o is not b and o.kind in ("assign", "augassign")]
+            return any(self.is_tensor(o.value if o.kind == "augassign" else self.value_at(o), depth + 1) for o in earlier)
+        if b.kind == "param" and b.function is not None and b.param is not None:
+            if (b.function, name.value) in self.index.backward_names:
+                return True
+            callers = self.callers(b.function)
+            args = [self.argument_for(c, b.function, b.param) for c in callers]
+            return bool(args) and all(self.is_tensor(a, depth + 1) for a in args)
+        return False
+
+    def is_host_value(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> bool:
+        """Known to be a Python number, numpy value or CPU-only tensor: reading it never syncs."""
+        if expr is None or depth > 8:
+            return False
+        if isinstance(expr, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+            return True
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Name) and func.value in ("float", "int", "bool", "len", "round", "str", "sum", "abs", "min", "max", "list", "dict", "tuple", "range"):
+                return func.value not in ("sum", "abs", "min", "max") or all(
+                    self.is_host_value(a.value, depth + 1) for a in expr.args
+                )
+            if isinstance(func, cst.Attribute) and func.attr.value in ("item", "tolist", "numpy", "cpu"):
+                return True
+            q = self.ctx.qualname(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+            if q is not None and (q.startswith(("numpy.", "math.", "time.", "random.")) or q == "numpy"):
+                return True
+            if q is not None and q.startswith("torch.") and q.count(".") == 1:
+                short = q.split(".", 1)[1]
+                if short in FACTORIES or short in RANDOM_FACTORIES or short == "from_numpy":
+                    return not any(a.keyword is not None and a.keyword.value == "device" for a in expr.args)
+            return False
+        if isinstance(expr, cst.BinaryOperation):
+            return self.is_host_value(expr.left, depth + 1) and self.is_host_value(expr.right, depth + 1)
+        if isinstance(expr, cst.UnaryOperation):
+            return self.is_host_value(expr.expression, depth + 1)
+        if isinstance(expr, cst.Name):
+            b = self.binding(expr)
+            if b is not None and b.kind == "assign":
+                return self.is_host_value(self.value_at(b), depth + 1)
+            if b is not None and b.kind == "for":
+                # a loop counter: `for step in range(n)` / `for i, batch in enumerate(loader)`
+                it = b.value
+                if isinstance(it, cst.Call) and dotted(it.func) == "range":
+                    return True
+                if isinstance(it, cst.Call) and dotted(it.func) == "enumerate" and b.path[:1] == (0,):
+                    return True
+            return False
+        return False
+
+    def backward_called_on(self, name: cst.Name) -> bool:
+        for scope in self._scopes(name, name.value):
+            if (scope, name.value) in self.index.backward_names:
+                return True
+            if (scope, name.value) in self.index.binds:
+                return False
+        return False

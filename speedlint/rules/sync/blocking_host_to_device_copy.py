@@ -1,0 +1,132 @@
+"""SPD202 blocking-host-to-device-copy."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from speedlint.analyzer.fixes import with_keyword
+from speedlint.analyzer.rule import LOW, MEDIUM, SAFE, Fix, Impact, Rule
+from speedlint.rules.sync._flow import flow
+
+_TRUE = cst.Name("True")
+
+
+class BlockingHostToDeviceCopy(Rule):
+    """
+    ## What it does
+    Flags `.to(device)` / `.cuda()` of a batch that comes from a `DataLoader` with
+    `pin_memory=True` when the copy is not asked to be asynchronous (`non_blocking=True`).
+    The batch is followed from the loop over the loader (`for x, y in loader`,
+    `enumerate(loader)`, `tqdm(loader)`, `next(iter(loader))`, `self.train_loader`), through
+    tuple unpacking, indexing, `batch.items()` and comprehensions, and into same-file helpers
+    the batch is passed to.
+
+    ## Why is this slow?
+    Pinning is only half of the job: a copy from pinned memory without `non_blocking=True` still
+    makes the host wait until the copy has finished, so the CPU cannot queue the next kernels
+    while the batch travels over PCIe. With `non_blocking=True` the copy overlaps with work
+    already queued on the GPU and the host runs ahead.
+
+    ## Example
+    ```python
+    loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
+    for images, labels in loader:
+        images, labels = images.cuda(), labels.cuda()
+        loss = F.cross_entropy(model(images), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
+    for images, labels in loader:
+        images, labels = images.cuda(non_blocking=True), labels.cuda(non_blocking=True)
+        loss = F.cross_entropy(model(images), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## Fix safety
+    Safe: the copy is queued on the current stream, so every kernel that uses the batch runs after
+    it; batches from a loader are fresh tensors that nothing overwrites while the copy runs. Loaders
+    that do not pin memory are not flagged (the copy could not be asynchronous: see SPD102), nor are
+    model or parameter moves, nor copies outside a loop.
+
+    ## References
+    - PyTorch docs, "A guide on good usage of non_blocking and pin_memory() in PyTorch"
+    """
+
+    code = "SPD202"
+    name = "blocking-host-to-device-copy"
+    impact = Impact(
+        wastes="host-device transfer (the host waits for each batch copy)",
+        when="GPU, with a pinned-memory DataLoader",
+        typical="0-10% steps/s; more for large batches and small models",
+        evidence="PyTorch non_blocking/pin_memory tutorial",
+        level=MEDIUM,
+    )
+    fixes = (SAFE,)
+    triggers = ("pin_memory",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("to", "cuda"):
+            return
+        if not self.ctx.may_use_gpu:
+            return
+        info = flow(self.ctx)
+        move = info.parse_move(node)
+        if move is None or not move.moves_to_device or move.non_blocking is not None:
+            return
+        level = self._level(node)
+        if level is None:
+            return
+        loader = info.loader_of_batch(func.value)
+        if loader is None or not self._pinned(loader):
+            return
+        line = self.ctx.position(loader).start.line
+        self.report(
+            node,
+            f"blocking `.{move.method}(...)` of a batch from a pinned-memory DataLoader (line {line}): "
+            "pass `non_blocking=True` so the copy overlaps with GPU work",
+            fix=Fix.replace(node, with_keyword(node, "non_blocking", _TRUE), "Add `non_blocking=True`", SAFE),
+            impact=self.impact if level == MEDIUM else self.impact.with_level(level),
+        )
+
+    def _level(self, node: cst.CSTNode) -> Optional[int]:
+        facts = self.ctx.torch
+        if facts.in_training_step(node):
+            return MEDIUM
+        if facts.eval_loop_of(node) is not None or facts.in_loop(node) is not None:
+            return LOW
+        return None  # a one-off copy
+
+    def _pinned(self, loader: cst.Call) -> bool:
+        kw = self.ctx.values.kwarg(loader, "pin_memory")
+        if kw.missing:
+            return False
+        value = kw.value
+        if value is not None:
+            if value.any(bool):
+                return True
+            # `--pin-memory` with action="store_true": off by default, on when asked for
+            return value.kind == "argparse" and isinstance(value.origin, cst.Call)
+        expr = kw.node.value if isinstance(kw.node, (cst.Arg, cst.DictElement)) else None
+        if expr is None:
+            return False
+        return self._mentions_cuda(expr)
+
+    def _mentions_cuda(self, expr: cst.BaseExpression) -> bool:
+        """`torch.cuda.is_available()`, `device.type == "cuda"`, `use_cuda` bound to one of those."""
+        if "cuda" in self.ctx.code(expr).lower():
+            return True
+        if isinstance(expr, cst.Name):
+            b = flow(self.ctx).binding(expr)
+            if b is not None and b.kind == "assign" and b.value is not None:
+                return "cuda" in self.ctx.code(b.value).lower()
+        return False

@@ -1,0 +1,448 @@
+"""SPD201 host-sync-in-training-step."""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator, List, Optional, Set, Tuple
+
+import libcst as cst
+
+from speedlint.analyzer.providers.names import dotted
+from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, LOW, Fix, Impact, Rule
+from speedlint.rules.sync._flow import CPU, Flow, flow
+
+_SYNC_METHODS = ("item", "cpu", "tolist", "numpy")
+_CONVERSIONS = ("float", "int", "bool")
+_COUNTER = re.compile(
+    r"(^|_)(step|steps|it|iter|iters|iteration|iterations|idx|index|i|j|n|batch_idx|batch_i|batch_num|"
+    r"batch_nb|batch_id|nb|count|counter|cnt|epoch|tick)$",
+    re.I,
+)
+_RARE_NAME = re.compile(r"should_|(^|_)(log_now|is_log|do_log|log_step|is_logging_step|print_now|do_print)", re.I)
+_ANOMALY = ("isnan", "isinf", "isfinite")
+_TIME = ("time.time", "time.perf_counter", "time.monotonic", "time.process_time", "datetime.datetime.now")
+ADVICE = "Accumulate on the device (`running += loss.detach()`) and read the value every N steps"
+
+
+class HostSyncInTrainingStep(Rule):
+    """
+    ## What it does
+    Flags reads of a device tensor from the host that run on every training step: `.item()`,
+    `.cpu()`, `.tolist()`, `float(t)` / `int(t)` / `bool(t)`, `print(t)`, `f"{t}"`,
+    `if t:` / `assert t`, and logging calls that convert tensors (`writer.add_scalar(..., t)`,
+    `wandb.log({...: t})`, `pbar.set_postfix(loss=t)`), also through same-file helpers called
+    from the step. Reads behind `if step % log_every == 0` (or any branch that is not taken every
+    step: counter equality, time-based logging, anomaly handlers, `except` blocks) are not flagged;
+    reads in an evaluation loop are reported with low impact.
+
+    ## Why is this slow?
+    CUDA runs asynchronously: the host queues kernels and moves on. Reading a value on the host
+    makes it wait until every queued kernel has finished, so the GPU idles while the host prepares
+    the next step (data loading, Python overhead, kernel launches). One sync per step is often
+    5-30% of the step time for small and medium models.
+
+    ## Example
+    ```python
+    model = nn.Linear(10, 1).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step, (x, y) in enumerate(loader):
+        loss = F.mse_loss(model(x.cuda()), y.cuda())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        print(f"step {step}: loss {loss.item():.4f}")
+    ```
+
+    ## Use instead
+    ```python
+    model = nn.Linear(10, 1).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    running = torch.zeros((), device="cuda")
+    for step, (x, y) in enumerate(loader):
+        loss = F.mse_loss(model(x.cuda()), y.cuda())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        running += loss.detach()
+        if step % 100 == 0:
+            print(f"step {step}: loss {running.item() / 100:.4f}")
+            running.zero_()
+    ```
+
+    ## Fix safety
+    No automatic fix (display-only): where to accumulate and how often to read depends on what
+    the value is used for (logging, early stopping, a scheduler). Values that are already Python
+    numbers (`loss_value = loss.item()` read again, `int(args.steps)`) and CPU-only scripts are not
+    flagged.
+
+    ## References
+    - PyTorch performance tuning guide, "Avoid unnecessary CPU-GPU synchronization"
+    """
+
+    code = "SPD201"
+    name = "host-sync-in-training-step"
+    impact = Impact(
+        wastes="host-device sync (the host waits for the GPU queue to drain)",
+        when="GPU; on every training step",
+        typical="5-30% steps/s for small and medium models",
+        evidence="PyTorch performance tuning guide",
+        level=HIGH,
+    )
+    fixes = (DISPLAY_ONLY,)
+    triggers = ("item(", "cpu(", "tolist(", "float(", "int(", "bool(", "print(", "if ", "assert ", "add_scalar", "log(", "set_postfix", "{")
+
+    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(ctx)
+        self._flow: Optional[Flow] = None
+        self._reported: Set[cst.CSTNode] = set()
+
+    @property
+    def flow(self) -> Flow:
+        if self._flow is None:
+            self._flow = flow(self.ctx)
+        return self._flow
+
+    # -- what syncs ---------------------------------------------------------------------------
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self._maybe_hot(node):
+            return
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _SYNC_METHODS:
+            self._method(node, func)
+        elif isinstance(func, cst.Name) and func.value in _CONVERSIONS and len(node.args) == 1 and not node.args[0].star:
+            arg = node.args[0].value
+            if self._cheap_candidate(arg) and self.flow.is_tensor(arg):
+                self._sync(node, f"`{func.value}()` of a tensor")
+        elif isinstance(func, cst.Name) and func.value == "print":
+            for arg in node.args:
+                if not arg.star and self._cheap_candidate(arg.value) and self.flow.is_tensor(arg.value):
+                    self._sync(arg.value, "`print()` of a tensor")
+                    break
+        elif isinstance(func, cst.Attribute) and func.attr.value in ("add_scalar", "set_postfix", "log_metric", "log_metrics") or self.ctx.matches(func, "wandb.log"):
+            self._logging(node)
+
+    def _method(self, node: cst.Call, func: cst.Attribute) -> None:
+        method = func.attr.value
+        receiver = func.value
+        if self._inner_sync(receiver):
+            return  # `x.cpu().numpy()`: the inner call is the sync, reported once
+        info = self.flow
+        if method == "numpy":
+            forced = any(a.keyword is not None and a.keyword.value == "force" for a in node.args)
+            if not forced or not info.is_tensor(receiver):
+                return  # `.numpy()` fails on a device tensor unless `force=True`: host data
+        elif method == "tolist":
+            if node.args or not info.is_tensor(receiver):
+                return
+        elif method == "item":
+            if node.args or info.is_host_value(receiver) or self._host_batch(receiver):
+                return
+        elif method == "cpu":
+            if any(a.keyword is None for a in node.args) or info.is_host_value(receiver) or self._host_batch(receiver):
+                return
+            if info.is_model(receiver):
+                return  # a module moved to the host, not a tensor read
+        self._sync(node, f"`.{method}()`")
+
+    def _logging(self, node: cst.Call) -> None:
+        values: List[cst.BaseExpression] = []
+        func = node.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else "log"
+        if name == "add_scalar":
+            for i, arg in enumerate(node.args):
+                if (arg.keyword is None and i == 1) or (arg.keyword is not None and arg.keyword.value == "scalar_value"):
+                    values.append(arg.value)
+        elif name == "set_postfix":
+            values.extend(a.value for a in node.args if a.keyword is not None)
+            for a in node.args:
+                if a.keyword is None and isinstance(a.value, cst.Dict):
+                    values.extend(e.value for e in a.value.elements if isinstance(e, cst.DictElement))
+        elif name == "log_metric":
+            if len(node.args) > 1:
+                values.append(node.args[1].value)
+        else:  # wandb.log({...}) / log_metrics({...})
+            for a in node.args:
+                if a.keyword is None and isinstance(a.value, cst.Dict):
+                    values.extend(e.value for e in a.value.elements if isinstance(e, cst.DictElement))
+        for value in values:
+            if self._cheap_candidate(value) and self.flow.is_tensor(value):
+                self._sync(value, f"`{dotted(func) or name}()` of a tensor (it converts it on the host)")
+
+    def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> None:
+        expr = node.expression
+        if not self._maybe_hot(expr):
+            return
+        if self._cheap_candidate(expr) and self.flow.is_tensor(expr):
+            self._sync(expr, "formatting a tensor in an f-string")
+
+    def visit_If(self, node: cst.If) -> None:
+        self._test(node.test, "`if` on a tensor")
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._test(node.test, "a conditional expression on a tensor")
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        self._test(node.test, "`assert` on a tensor")
+
+    def visit_While(self, node: cst.While) -> None:
+        self._test(node.test, "`while` on a tensor")
+
+    def _test(self, test: cst.BaseExpression, what: str) -> None:
+        if not self._maybe_hot(test):
+            return
+        for operand in _bool_operands(test):
+            if self._cheap_candidate(operand) and self.flow.is_tensor(operand):
+                self._sync(operand, what + " (it calls `bool()`)")
+                return
+
+    # -- reporting ----------------------------------------------------------------------------
+    def _maybe_hot(self, node: cst.CSTNode) -> bool:
+        """Cheap pre-check: GPU script, and the node runs per step or per evaluation batch."""
+        if not self.ctx.may_use_gpu:
+            return False
+        facts = self.ctx.torch
+        return facts.step_of(node) is not None or facts.eval_loop_of(node) is not None
+
+    def _cheap_candidate(self, expr: cst.BaseExpression) -> bool:
+        """Expressions worth asking `is_tensor` about (literals and strings never are)."""
+        return not isinstance(expr, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString, cst.Integer, cst.Float, cst.Lambda))
+
+    def _sync(self, node: cst.CSTNode, what: str) -> None:
+        if node in self._reported or not self.ctx.may_use_gpu:
+            return
+        where = self._context(node)
+        if where is None:
+            return
+        level, text = where
+        self._reported.add(node)
+        self.report(
+            node,
+            f"{what} waits for the GPU {text}: a host-device sync",
+            fix=Fix.advice(ADVICE),
+            impact=self.impact if level == HIGH else self.impact.with_level(level, "GPU; once per evaluation batch"),
+        )
+
+    # -- where it runs ------------------------------------------------------------------------
+    def _context(self, node: cst.CSTNode) -> Optional[Tuple[int, str]]:
+        facts = self.ctx.torch
+        unit = facts.step_of(node)
+        if unit is not None:
+            if self._cpu_only(unit):
+                return None
+            if self._every_step(node, unit, set()):
+                return HIGH, "on every training step"
+            return None
+        loop = facts.eval_loop_of(node)
+        if loop is not None and not self._cpu_only(loop) and not self._rarely_run(node, loop):
+            return LOW, "on every evaluation batch"
+        return None
+
+    def _every_step(self, node: cst.CSTNode, unit: cst.CSTNode, seen: Set[cst.CSTNode]) -> bool:
+        if self._rarely_run(node, unit):
+            return False
+        if isinstance(unit, (cst.For, cst.While)):
+            return True
+        if unit in seen:
+            return False
+        seen.add(unit)
+        assert isinstance(unit, cst.FunctionDef)
+        facts = self.ctx.torch
+        for call in self.flow.callers(unit):
+            caller_unit = facts.step_of(call)
+            if caller_unit is not None and self._every_step(call, caller_unit, seen):
+                return True
+        return False
+
+    def _cpu_only(self, unit: cst.CSTNode) -> bool:
+        """The function running this step moves tensors, and only ever to the CPU."""
+        facts = self.ctx.torch
+        fn = unit if isinstance(unit, cst.FunctionDef) else facts.enclosing_function(unit)
+        if fn is None:
+            return False
+        kinds = set()
+        for call in facts.units[fn].calls:
+            move = self.flow.parse_move(call) if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("to", "cuda") else None
+            if move is not None and move.kind != "dtype":
+                kinds.add(move.kind)
+        return kinds == {CPU}
+
+    def _rarely_run(self, node: cst.CSTNode, boundary: cst.CSTNode) -> bool:
+        """A branch between `node` and `boundary` that is not taken on every iteration."""
+        facts = self.ctx.torch
+        child: cst.CSTNode = node
+        for a in facts.ancestors(node):
+            if a is boundary:
+                break
+            if isinstance(a, (cst.ExceptHandler, cst.ExceptStarHandler)):
+                return True
+            if isinstance(a, cst.If) and child is a.body and self._rare_condition(a.test, a):
+                return True
+            if isinstance(a, cst.IfExp) and child is a.body and self._rare_condition(a.test, None):
+                return True
+            if isinstance(a, cst.BooleanOperation) and child is a.right and self._rare_condition(a.left, None):
+                return True
+            if isinstance(a, (cst.IndentedBlock, cst.Module)) and isinstance(child, cst.BaseStatement):
+                if self._skipped_before(a, child):
+                    return True
+            child = a
+        return False
+
+    def _skipped_before(self, block: cst.CSTNode, stmt: cst.CSTNode) -> bool:
+        """`if step % N != 0: continue` (or return) earlier in the same block."""
+        for other in getattr(block, "body", ()):
+            if other is stmt:
+                return False
+            if isinstance(other, cst.If) and other.orelse is None and _only_jumps(other.body):
+                if self._rare_condition(other.test, None, negated=True):
+                    return True
+        return False
+
+    def _rare_condition(self, test: cst.BaseExpression, if_node: Optional[cst.If], negated: bool = False) -> bool:
+        """A condition that holds on some steps only (periodic, counter-based, time-based, anomaly)."""
+        facts = self.ctx.torch
+        if if_node is not None and any(
+            facts.is_optimizer_step(c) for c in _calls_in(if_node.body)
+        ):
+            return False  # the gradient-accumulation boundary: runs once per optimizer step
+        for sub in _walk(test):
+            if isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Modulo):
+                return True
+            if isinstance(sub, cst.Call):
+                q = self.ctx.qualname(sub.func) or ""
+                tail = q.rsplit(".", 1)[-1] if q else (dotted(sub.func) or "").rsplit(".", 1)[-1]
+                if q in _TIME or tail in _ANOMALY:
+                    return True
+                if isinstance(sub.func, cst.Attribute) and sub.func.attr.value in ("item", "any", "all") + _ANOMALY:
+                    return True
+                if any(self._counter(a.value) for a in sub.args):
+                    return True  # `should_log(step)`
+            if isinstance(sub, (cst.Name, cst.Attribute)):
+                last = (dotted(sub) or "").rsplit(".", 1)[-1]
+                if last and _RARE_NAME.search(last):
+                    return True
+                if isinstance(sub, cst.Name):
+                    b = self.flow.binding(sub)
+                    value = self.flow.value_at(b) if b is not None and b.kind == "assign" else None
+                    if value is not None and any(
+                        isinstance(s, cst.BinaryOperation) and isinstance(s.operator, cst.Modulo) for s in _walk(value)
+                    ):
+                        return True  # `log_now = step % 100 == 0`
+            if isinstance(sub, cst.Comparison):
+                left = sub.left
+                for t in sub.comparisons:
+                    op = t.operator
+                    pair = (left, t.comparator)
+                    if isinstance(op, (cst.Equal, cst.In)) and not negated and any(self._counter(x) for x in pair):
+                        return True
+                    if isinstance(op, (cst.NotEqual, cst.NotIn)) and negated and any(self._counter(x) for x in pair):
+                        return True
+                    if isinstance(op, (cst.LessThan, cst.LessThanEqual)) and self._counter(left) and not negated:
+                        return True  # only the first N steps
+                    if isinstance(op, (cst.GreaterThan, cst.GreaterThanEqual)) and self._counter(t.comparator) and not negated:
+                        return True
+                    left = t.comparator
+            if self.flow.is_tensor(sub) if isinstance(sub, (cst.Call, cst.Comparison)) else False:
+                return True  # an anomaly check on a tensor: the body is the exception
+        return False
+
+    def _counter(self, expr: cst.BaseExpression) -> bool:
+        """A value that changes every step: a loop counter, a `+= 1` step count, `global_step`."""
+        if isinstance(expr, cst.BinaryOperation):
+            return self._counter(expr.left) or self._counter(expr.right)
+        if not isinstance(expr, (cst.Name, cst.Attribute)):
+            return False
+        last = (dotted(expr) or "").rsplit(".", 1)[-1]
+        if last and _COUNTER.search(last):
+            return True
+        if isinstance(expr, cst.Name):
+            b = self.flow.binding(expr)
+            if b is not None and b.kind == "augassign":
+                return True
+            if b is not None and b.kind == "for" and self.flow.is_host_value(expr):
+                return True
+        return False
+
+    def _inner_sync(self, expr: cst.BaseExpression) -> bool:
+        return any(
+            isinstance(c.func, cst.Attribute) and c.func.attr.value in ("item", "cpu", "tolist")
+            for c in _inner_sync_chain(expr)
+        )
+
+    def _host_batch(self, expr: cst.BaseExpression) -> bool:
+        """A batch straight from a DataLoader, never moved: a CPU tensor.
+
+        Also a loop target that the loop itself moves elsewhere (`y.to(device)` in the body):
+        the unmoved name still refers to the host copy.
+        """
+        if self.flow.loader_of_batch(expr) is not None:
+            return True
+        root = expr
+        while isinstance(root, (cst.Subscript, cst.Attribute)):
+            root = root.value
+        if not isinstance(root, cst.Name):
+            return False
+        b = self.flow.binding(root)
+        if b is None or b.kind != "for":
+            return False
+        for call in _calls_in(b.site.body):  # type: ignore[attr-defined]
+            func = call.func
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value in ("to", "cuda")
+                and isinstance(func.value, cst.Name)
+                and func.value.value == root.value
+            ):
+                move = self.flow.parse_move(call)
+                if move is not None and move.moves_to_device:
+                    return True
+        return False
+
+
+def _inner_sync_chain(expr: cst.BaseExpression) -> Iterator[cst.Call]:
+    while True:
+        if isinstance(expr, cst.Call):
+            if isinstance(expr.func, cst.Attribute):
+                yield expr
+                expr = expr.func.value
+                continue
+            return
+        if isinstance(expr, (cst.Attribute, cst.Subscript)):
+            expr = expr.value
+            continue
+        return
+
+
+def _bool_operands(test: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    if isinstance(test, cst.BooleanOperation):
+        yield from _bool_operands(test.left)
+        yield from _bool_operands(test.right)
+    elif isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        yield from _bool_operands(test.expression)
+    else:
+        yield test
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    yield node
+    for child in node.children:
+        yield from _walk(child)
+
+
+def _calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
+    for sub in _walk(node):
+        if isinstance(sub, cst.Call):
+            yield sub
+
+
+def _only_jumps(body: cst.BaseSuite) -> bool:
+    stmts = body.body
+    smalls = []
+    for s in stmts:
+        if isinstance(s, cst.SimpleStatementLine):
+            smalls.extend(s.body)
+        elif isinstance(s, cst.BaseSmallStatement):
+            smalls.append(s)
+        else:
+            return False
+    return bool(smalls) and all(isinstance(s, (cst.Continue, cst.Return)) for s in smalls)
+

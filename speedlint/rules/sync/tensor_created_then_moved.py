@@ -1,0 +1,143 @@
+"""SPD203 tensor-created-then-moved."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from speedlint.analyzer.fixes import keyword_arg, with_keyword
+from speedlint.analyzer.rule import LOW, MEDIUM, SAFE, UNSAFE, Fix, Impact, Rule
+from speedlint.rules.sync._flow import CPU, DEVICE, DTYPE, FACTORIES, MAYBE_DEVICE, RANDOM_FACTORIES, Move, flow
+
+#: Factories whose values are exact in every dtype: creating them in the target dtype directly
+#: gives the same tensor as creating then casting.
+_EXACT = {"zeros", "ones", "empty", "eye", "zeros_like", "ones_like", "empty_like"}
+
+
+class TensorCreatedThenMoved(Rule):
+    """
+    ## What it does
+    Flags tensors created on the CPU by a torch factory and moved straight away:
+    `torch.zeros(n).to(device)`, `torch.arange(t).cuda()`, `torch.tensor(data).to("cuda")`.
+
+    ## Why is this slow?
+    The tensor is allocated and filled on the host, then copied to the device: two allocations
+    and a blocking host-to-device copy where one device allocation would do. In a training step
+    or a `forward` (position ids, masks, target buffers) that happens on every batch.
+
+    ## Example
+    ```python
+    mask = torch.ones(batch, seq).to("cuda")
+    ```
+
+    ## Use instead
+    ```python
+    mask = torch.ones(batch, seq, device="cuda")
+    ```
+
+    ## Fix safety
+    Safe when the argument is clearly a device: a string literal such as `"cuda"`, a
+    `torch.device(...)`, a name bound to one of those, or `x.device`; `.cuda()` becomes
+    `device="cuda"`. Unsafe when it is a variable whose value is unknown, because `.to(x)` also
+    accepts a dtype or a tensor. Random factories (`torch.rand`, `torch.randn`, `torch.randint`)
+    draw different numbers on the device, and a factory with `requires_grad=True` becomes a leaf
+    tensor once created on the device: both unsafe. A move that also casts (`.to(device, dtype)`)
+    passes `dtype=` too for factories whose values are exact in any dtype (`zeros`, `ones`,
+    `empty`, `eye`) and keeps the cast otherwise. `.to(dtype)` casts, moves to the CPU, and
+    factories already given `device=` are not flagged.
+
+    ## References
+    - PyTorch performance tuning guide, "Create tensors directly on the target device"
+    """
+
+    code = "SPD203"
+    name = "tensor-created-then-moved"
+    impact = Impact(
+        wastes="host-device transfer (host allocation + blocking copy)",
+        when="GPU; per step when it runs in a step or a forward",
+        typical="tens of microseconds per call; a few % of step time in forward-heavy code",
+        evidence="PyTorch performance tuning guide",
+        level=MEDIUM,
+    )
+    fixes = (SAFE, UNSAFE)
+    triggers = (".to(", ".cuda(")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("to", "cuda"):
+            return
+        factory = func.value
+        if not isinstance(factory, cst.Call) or not self.ctx.may_use_gpu:
+            return
+        q = self.ctx.qualname(factory.func) or ""
+        short = q[len("torch."):] if q.startswith("torch.") else ""
+        if short not in FACTORIES and short not in RANDOM_FACTORIES:
+            return
+        if any(a.star == "**" for a in factory.args):
+            return  # `device=` may already arrive through the splat
+        for kw in ("device", "out", "pin_memory", "layout"):
+            if keyword_arg(factory, kw) is not None:
+                return
+        move = flow(self.ctx).parse_move(node)
+        if move is None or not move.moves_to_device or move.extra and set(move.extra) - {"copy"}:
+            return
+        fixed, applicability = self._fixed(factory, move, short)
+        where = self._where(node)
+        what = f"`torch.{short}(...)` is created on the CPU, then copied by `.{move.method}(...)`"
+        self.report(
+            node,
+            f"{what}{where}: create it on the device with `device=`",
+            fix=Fix.replace(node, fixed, "Create the tensor on the device", applicability) if fixed is not None else Fix.advice("Pass `device=` to the factory"),
+            impact=self.impact if where else self.impact.with_level(LOW),
+        )
+
+    def _where(self, node: cst.CSTNode) -> str:
+        facts = self.ctx.torch
+        if facts.in_training_step(node):
+            return " in every training step"
+        fn = facts.enclosing_function(node)
+        if fn is not None and fn in facts.forward_functions:
+            return " in every forward pass"
+        if facts.in_loop(node) is not None or facts.eval_loop_of(node) is not None:
+            return " in a loop"
+        return ""
+
+    def _fixed(self, factory: cst.Call, move: Move, short: str):  # type: ignore[no-untyped-def]
+        applicability = SAFE
+        if move.method == "cuda":
+            target = move.target
+            if target is None:
+                device: cst.BaseExpression = cst.SimpleString('"cuda"')
+            elif isinstance(target, cst.Integer):
+                device = cst.SimpleString(f'"cuda:{target.value}"')
+            else:
+                device = target
+                applicability = UNSAFE  # `.cuda(x)`: x may be an index, a string or a device
+        else:
+            assert move.target is not None
+            device = move.target
+            if move.kind == MAYBE_DEVICE:
+                applicability = UNSAFE
+        if short in RANDOM_FACTORIES:
+            applicability = UNSAFE  # a different random stream on the device
+        requires_grad = keyword_arg(factory, "requires_grad")
+        if requires_grad is not None and not (isinstance(requires_grad.value, cst.Name) and requires_grad.value.value == "False"):
+            applicability = UNSAFE  # the result becomes a leaf that collects `.grad`
+        device = _strip(device)
+        new = with_keyword(factory, "device", device)
+        if move.dtype is not None:
+            if short in _EXACT and keyword_arg(factory, "dtype") is None:
+                new = with_keyword(new, "dtype", _strip(move.dtype))
+            else:
+                new = cst.Call(
+                    func=cst.Attribute(value=new, attr=cst.Name("to")),
+                    args=[cst.Arg(value=_strip(move.dtype))],
+                )
+        new = new.with_changes(lpar=move.call.lpar, rpar=move.call.rpar)
+        return new, applicability
+
+
+def _strip(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """The expression without the comma/whitespace context of the argument it came from."""
+    return expr
