@@ -226,17 +226,22 @@ def fix(
     stdin_filename: Optional[str] = typer.Option(None, "--stdin-filename", help="The file name for code read from stdin."),
     force_exclude: bool = typer.Option(False, "--force-exclude", help="Apply excludes to files named explicitly too."),
     accumulation_steps: Optional[int] = typer.Option(None, "--accumulation-steps", min=1, help="Default of the accumulation knob SPD303 adds."),
+    verify_script: Optional[Path] = typer.Option(None, "--verify", help="Run this script before/after the fixes first (`speedlint verify`); with --apply, write only when the verdict allows it. Script arguments go after `--`."),
+    verify_steps: int = typer.Option(30, "--verify-steps", min=1, help="Optimizer steps timed per --verify run."),
+    verify_repeats: int = typer.Option(3, "--verify-repeats", min=1, help="Alternating --verify runs per version."),
     config: Optional[Path] = CONFIG,
     isolated: bool = ISOLATED,
     target_torch_version: Optional[str] = TORCH_VERSION,
 ) -> None:
-    """Show (or with --apply, write) the fixes. Never runs your code."""
+    """Show (or with --apply, write) the fixes. Never runs your code, except the script named by --verify."""
     from speedlint.analyzer.report import emit_fix
     from speedlint.analyzer.rewrite import fix_paths, fix_stdin
 
     options = [("accumulation_steps", accumulation_steps)] if accumulation_steps else []
     overrides = _overrides(select, ignore, extend_select, preview, unsafe_fixes, target_torch_version, options)
     resolver = _resolver(overrides, config, isolated)
+    if verify_script is not None:  # verification first; refusal exits with the verdict's code
+        paths = _fix_with_verify(verify_script, paths or [], resolver, apply, verify_steps, verify_repeats)
     paths = paths or ["."]
     from speedlint.analyzer.config import ConfigError
 
@@ -257,6 +262,95 @@ def fix(
     except ConfigError as exc:
         raise UsageFailure(str(exc)) from None
     raise typer.Exit(emit_fix(result, apply=apply))
+
+
+# -- verify ------------------------------------------------------------------------------------
+VERIFY_EXIT_CODES = (
+    "Exit codes: 0 verified-faster, 3 equivalent-not-faster (same results, not measurably faster), "
+    "4 diverged (losses differ beyond the tolerance), 5 crashed (the after-run fails), 6 inconclusive "
+    "(too noisy, too few steps, no fixes apply, or the script as it is fails), 2 usage or internal error."
+)
+
+
+def _script_args_from_argv(positionals: List[str]) -> Tuple[List[str], List[str]]:
+    """Split `fix PATHS --verify S -- ARGS`: click merges ARGS into PATHS; sys.argv knows where `--` was."""
+    argv = sys.argv[1:]
+    if "--" not in argv:
+        return positionals, []
+    tail = argv[argv.index("--") + 1:]
+    if tail and positionals[-len(tail):] == tail:
+        return positionals[: len(positionals) - len(tail)], tail
+    return positionals, []
+
+
+def _fix_with_verify(script: Path, paths: List[str], resolver, apply: bool, steps: int, repeats: int) -> List[str]:  # type: ignore[no-untyped-def]
+    """Verify the fixes `fix` would write; returns the paths to fix, or exits with the verdict's code."""
+    from speedlint.analyzer.report.verify import emit_fix_verify_refusal, emit_verify, progress_printer
+    from speedlint.analyzer.runner import collect_files
+    from speedlint.harness.verify import VerifyError, VerifyOptions, verify
+
+    paths, script_args = _script_args_from_argv(paths)
+    paths = paths or [str(script)]
+    if paths == ["-"]:
+        raise UsageFailure("--verify cannot be used with stdin")
+    files = [Path(f) for f in collect_files(paths, resolver).files]
+    opts = VerifyOptions(script=script, args=tuple(script_args), steps=steps, repeats=repeats, fix_files=files)
+    try:
+        result = verify(opts, resolver, progress=progress_printer())
+    except VerifyError as exc:
+        raise UsageFailure(str(exc)) from None
+    emit_verify(result)
+    if result.mode == "fixes" and not result.fixes:
+        raise typer.Exit(EXIT_CLEAN)  # nothing to fix, nothing to write
+    if apply and not result.allows_write:
+        emit_fix_verify_refusal(result)
+        raise typer.Exit(result.exit_code)
+    return paths
+
+
+@app.command(help=f"""Run SCRIPT as it is and with the fixes applied (in a temporary copy), compare speed and losses.
+
+Both versions run in fresh subprocesses under a measuring shim (same interpreter, arguments, environment, seeds), alternating. Your files are never modified. Script arguments go after `--`: `speedlint verify train.py -- --epochs 1`.
+
+{VERIFY_EXIT_CODES}""")
+def verify(
+    script: Path = typer.Argument(..., help="The training script to run."),
+    script_args: Optional[List[str]] = typer.Argument(None, help="Arguments for the script (after `--`)."),
+    steps: int = typer.Option(30, "--steps", min=1, help="Optimizer steps timed per run, after warm-up."),
+    warmup: int = typer.Option(5, "--warmup", min=0, help="Optimizer steps run before timing starts."),
+    repeats: int = typer.Option(3, "--repeats", min=1, help="Alternating runs per version (before, after, before, ...)."),
+    timeout: float = typer.Option(300.0, "--timeout", min=1.0, help="Seconds per run; its whole process group is killed past it."),
+    tolerance: Optional[float] = typer.Option(None, "--tolerance", min=0.0, help="Largest relative loss deviation allowed (default: by the kind of fix: 1e-5 safe, 1e-3 unsafe/--after, 0.15 AMP)."),
+    min_speedup: float = typer.Option(1.05, "--min-speedup", min=1.0, help="The smallest speedup that counts as faster."),
+    seed: int = typer.Option(0, "--seed", help="Seed for random, numpy and torch in both runs."),
+    after: Optional[Path] = typer.Option(None, "--after", help="Compare with this file (run in SCRIPT's place) instead of speedlint's fixes."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    unsafe_fixes: bool = typer.Option(False, "--unsafe-fixes", help="Also apply unsafe fixes (AMP, tuned DataLoader ...)."),
+    select: Optional[List[str]] = SELECT,
+    ignore: Optional[List[str]] = IGNORE,
+    extend_select: Optional[List[str]] = EXTEND_SELECT,
+    preview: bool = PREVIEW,
+    accumulation_steps: Optional[int] = typer.Option(None, "--accumulation-steps", min=1, help="Default of the accumulation knob SPD303 adds."),
+    config: Optional[Path] = CONFIG,
+    isolated: bool = ISOLATED,
+    target_torch_version: Optional[str] = TORCH_VERSION,
+) -> None:
+    from speedlint.analyzer.report.verify import emit_verify, progress_printer
+    from speedlint.harness.verify import VerifyError, VerifyOptions
+    from speedlint.harness.verify import verify as run_verify
+
+    options = [("accumulation_steps", accumulation_steps)] if accumulation_steps else []
+    overrides = _overrides(select, ignore, extend_select, preview, unsafe_fixes, target_torch_version, options)
+    resolver = _resolver(overrides, config, isolated)
+    opts = VerifyOptions(
+        script=script, args=tuple(script_args or ()), steps=steps, warmup=warmup, repeats=repeats, timeout=timeout,
+        tolerance=tolerance, min_speedup=min_speedup, seed=seed, after=after,
+    )
+    try:
+        result = run_verify(opts, resolver, progress=progress_printer(not as_json))
+    except VerifyError as exc:
+        raise UsageFailure(str(exc)) from None
+    raise typer.Exit(emit_verify(result, as_json=as_json))
 
 
 # -- rules / explain ---------------------------------------------------------------------------

@@ -64,6 +64,78 @@ class Profile:
         self.cached += other.cached
 
 
+class AstFacts:
+    """A cheap first look at a file with the standard library's `ast` (5-7x faster than LibCST).
+
+    A rule may declare a conservative precondition on these facts::
+
+        ast_precondition = staticmethod(lambda facts: facts.calls_any("backward") and facts.has_loop)
+
+    It must answer True whenever the rule *could* fire (it may answer True too often, never too
+    rarely). When every rule left after the text pre-filter declares one, the file is parsed with
+    `ast` first and LibCST runs only for the rules whose precondition holds (none: the file is
+    done). A file `ast` cannot parse goes to LibCST as usual (it reports the syntax error).
+    """
+
+    def __init__(self, tree: "ast.Module") -> None:
+        self.tree = tree
+        names: set = set()
+        calls: set = set()
+        loops = False
+        import ast
+
+        for node in ast.walk(tree):
+            kind = type(node)
+            if kind is ast.Call:
+                f = node.func  # type: ignore[attr-defined]
+                if type(f) is ast.Attribute:
+                    calls.add(f.attr)
+                elif type(f) is ast.Name:
+                    calls.add(f.id)
+            elif kind is ast.Name:
+                names.add(node.id)  # type: ignore[attr-defined]
+            elif kind is ast.Attribute:
+                names.add(node.attr)  # type: ignore[attr-defined]
+            elif kind in (ast.For, ast.While, ast.AsyncFor, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp):
+                loops = True
+            elif kind is ast.alias:
+                names.update(node.name.split("."))  # type: ignore[attr-defined]
+                if node.asname:  # type: ignore[attr-defined]
+                    names.add(node.asname)  # type: ignore[attr-defined]
+            elif kind is ast.keyword and node.arg:  # type: ignore[attr-defined]
+                names.add(node.arg)  # type: ignore[attr-defined]
+            elif kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+                names.add(node.name)  # type: ignore[attr-defined]
+        #: every identifier used in code: names, attribute names, imported names, keywords, defs
+        self.names = frozenset(names)
+        #: the last part of every called expression (`opt.step()` -> "step", `len(x)` -> "len")
+        self.calls = frozenset(calls)
+        #: whether the file has any loop or comprehension
+        self.has_loop = loops
+
+    def calls_any(self, *names: str) -> bool:
+        return any(n in self.calls for n in names)
+
+    def uses_any(self, *names: str) -> bool:
+        return any(n in self.names for n in names)
+
+    @property
+    def may_have_training_step(self) -> bool:
+        """A loop, a `backward()` call and a `step()` call (what a training-step loop needs)."""
+        return self.has_loop and "backward" in self.calls and "step" in self.calls
+
+
+def ast_prelook(text: str, rules: Sequence[Type[Rule]]) -> List[Type[Rule]]:
+    """The rules whose `ast_precondition` holds on `text` (all of them when `ast` cannot parse it)."""
+    import ast
+
+    try:
+        facts = AstFacts(ast.parse(text))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return list(rules)
+    return [r for r in rules if r.ast_precondition(facts)]  # type: ignore[attr-defined]
+
+
 def syntax_error_message(exc: Exception) -> str:
     if isinstance(exc, cst.ParserSyntaxError):
         return f"syntax error at {exc.raw_line}:{exc.raw_column + 1}: {exc.message}"
@@ -84,6 +156,12 @@ def analyze_text(
     if profile is not None:
         profile.add("pre-filter", t1 - t0)
         profile.files += 1
+    if enabled and all(getattr(r, "ast_precondition", None) is not None for r in enabled):
+        enabled = ast_prelook(text, enabled)
+        t1b = time.perf_counter()
+        if profile is not None:
+            profile.add("ast pre-look", t1b - t1)
+        t1 = t1b
     if not enabled:
         return Analysis(None, [])
     try:

@@ -215,14 +215,36 @@ def scaler_step_target(call: cst.Call) -> Optional[str]:
     return None
 
 
-def fresh_name(ctx: FileContext, base: str) -> str:
-    used = _names(ctx)
+def fresh_name(ctx: FileContext, base: str, scope: Optional[cst.CSTNode] = None) -> str:
+    """`base`, or `base2`... when taken: in `scope` (a function) plus module-level names, or anywhere."""
+    used = _names(ctx) if scope is None else _names_in(scope) | _module_names(ctx)
     if base not in used:
         return base
     i = 2
     while f"{base}{i}" in used:
         i += 1
     return f"{base}{i}"
+
+
+def _names_in(node: cst.CSTNode) -> Set[str]:
+    found: Set[str] = set()
+
+    class V(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            found.add(n.value)
+
+    node.visit(V())
+    return found
+
+
+def _module_names(ctx: FileContext) -> Set[str]:
+    found: Set[str] = set()
+    for stmt in ctx.module.body:
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            found.add(stmt.name.value)
+        else:
+            found |= _names_in(stmt)
+    return found
 
 
 def _names(ctx: FileContext) -> Set[str]:

@@ -147,7 +147,7 @@ class _Knob:
         self.parser_name: Optional[str] = None
         self.args_name: Optional[str] = None
         self.args_fn: Optional[cst.FunctionDef] = None
-        self.added = False
+        self.added: set = set()
         facts = ctx.torch
         for call in facts.calls:
             func = call.func
@@ -172,10 +172,11 @@ class _Knob:
         return self.constant
 
     def define(self, e: Edits, expr: str) -> None:
-        if self.added:
+        kind = "option" if "." in expr else "constant"
+        if kind in self.added:
             return
-        self.added = True
-        if "." in expr:
+        self.added.add(kind)
+        if kind == "option":
             e.after[self.parser_stmt].append(
                 parse_stmt(
                     f'{self.parser_name}.add_argument("--accumulation-steps", type=int, default={self.steps}, '
@@ -334,7 +335,7 @@ def _index_of(ctx: FileContext, loop: cst.For):  # type: ignore[no-untyped-def]
         return target.elements[0].value.value, _sized(ctx, inner), None
     inner = tq if tq is not None else it
     sized = _sized(ctx, inner)
-    index = fresh_name(ctx, "batch_idx")
+    index = fresh_name(ctx, "batch_idx", ctx.torch.enclosing_function(loop))
     target = loop.target
     if isinstance(target, cst.Tuple) and not target.lpar:
         target = target.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])

@@ -205,7 +205,7 @@ def _plan_step(ctx: FileContext, p: StepPlan, backwards: List[cst.Call], scaler_
         and site.cls is None
         and facts.is_before(site.after, p.loop)
     ):
-        name = fresh_name(ctx, "device_type")
+        name = fresh_name(ctx, "device_type", step_fn)
         device_stmt = f"{name} = {dev.expr}"
         dev = scaler_dev = DeviceType(expr=name)
     if dev.static == "cuda":
@@ -214,15 +214,15 @@ def _plan_step(ctx: FileContext, p: StepPlan, backwards: List[cst.Call], scaler_
     else:
         dtype_value = f'{FLOAT16} if {dev.cuda_test} else {BFLOAT16}'
         if site.cls is not None and site.ref.startswith("self."):
-            dtype_code = "self." + fresh_name(ctx, "amp_dtype")
+            dtype_code = "self." + _fresh_attr(ctx, site.cls, "amp_dtype")
             dtype_stmt = ("site", f"{dtype_code} = {_scaler_dtype_value(scaler_dev)}")
         elif site.scope_fn is step_fn and not site.threaded and facts.is_before(site.after, p.loop):
-            dtype_code = fresh_name(ctx, "amp_dtype")
+            dtype_code = fresh_name(ctx, "amp_dtype", step_fn)
             dtype_stmt = ("site", f"{dtype_code} = {_scaler_dtype_value(scaler_dev)}")
         else:
             outer = _outermost_loop_in(ctx, stmts[0], step_fn)
             if outer is not None:
-                dtype_code = fresh_name(ctx, "amp_dtype")
+                dtype_code = fresh_name(ctx, "amp_dtype", step_fn)
                 dtype_stmt = ("loop", f"{dtype_code} = {dtype_value}", outer)
             else:
                 dtype_code, dtype_stmt = dtype_value, None
@@ -504,7 +504,7 @@ def _scaler_site(ctx: FileContext, opts: List[str], step_fn: Optional[cst.Functi
         if not all(o in params for o in opts) or step_fn is None:
             raise _Fail("some optimizers are parameters and some are not")
         return _threaded_site(ctx, opts, step_fn)
-    stmts = []
+    stmts: List[cst.CSTNode] = []
     for o in opts:
         local = [b for fn, b in bindings(ctx, o) if fn is step_fn]
         glob = [b for fn, b in bindings(ctx, o) if fn is None]
@@ -519,8 +519,17 @@ def _scaler_site(ctx: FileContext, opts: List[str], step_fn: Optional[cst.Functi
     if len(scopes) != 1:
         raise _Fail("the optimizers are created in different scopes")
     after = max(stmts, key=lambda s: facts.order.get(s, 0))
-    name = fresh_name(ctx, "scaler")
-    return _Site(name, name, after, scopes.pop(), None)
+    scope = scopes.pop()
+    name = fresh_name(ctx, "scaler", scope)
+    if step_fn is not scope and name in _names_in_fn(step_fn):
+        raise _Fail("`scaler` is already a name in the step function")
+    return _Site(name, name, after, scope, None)
+
+
+def _names_in_fn(fn: Optional[cst.FunctionDef]) -> set:
+    from speedlint.fixers._common import _names_in
+
+    return _names_in(fn) if fn is not None else set()
 
 
 def _param_names(fn: Optional[cst.FunctionDef]) -> List[str]:
@@ -559,11 +568,14 @@ def _threaded_site(ctx: FileContext, opts: List[str], fn: cst.FunctionDef) -> _S
             scopes.add(facts.enclosing_function(line))
     if len(scopes) != 1:
         raise _Fail("the callers create the optimizers in different scopes")
-    name = fresh_name(ctx, "scaler")
+    scope = scopes.pop()
+    name = fresh_name(ctx, "scaler", scope)
+    if name in _names_in_fn(fn):
+        raise _Fail("`scaler` is already a name in the step function")
     after = max(stmts, key=lambda s: facts.order.get(s, 0))
     if any(not facts.is_before(after, c) for c in callers):
         raise _Fail("the optimizer is created after the step function is called")
-    return _Site(name, name, after, scopes.pop(), None, threaded=(fn, callers))
+    return _Site(name, name, after, scope, None, threaded=(fn, callers))
 
 
 def _fresh_attr(ctx: FileContext, cls: cst.ClassDef, base: str) -> str:

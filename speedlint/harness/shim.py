@@ -86,7 +86,9 @@ def _install_torch_hooks() -> None:
             _stopping[0] = True
             raise _StopRun()
 
-    torch.optim.optimizer.register_optimizer_step_post_hook(step_hook)
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    register_optimizer_step_post_hook(step_hook)
 
     original_backward = torch.autograd.backward
 

@@ -66,7 +66,7 @@ def emit_check(
             out.write(json.dumps(statistics_json(findings), indent=2) + "\n")
         elif statistics:
             print_statistics(out, findings)
-        elif output_format == "full":
+        elif output_format == "full" and (result.files or not result.missing):
             console = _console(out, plain=output_file is not None)
             sources = {r.path: r.source or "" for r in result.files if r.findings}
             print_full(console, findings, diagnostics, sources, unsafe_fixes=unsafe_fixes, quiet=quiet)
