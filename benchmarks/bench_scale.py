@@ -171,14 +171,18 @@ def tree_rss(root: int) -> int:
 
 
 class Result:
-    def __init__(self, name: str, wall: Optional[float], peak: int, rc: Optional[int], note: str = "", stderr: str = "") -> None:
+    def __init__(self, name: str, wall: Optional[float], peak: int, rc: Optional[int], note: str = "", stderr: str = "", cpu: Optional[float] = None) -> None:
         self.name, self.wall, self.peak, self.rc, self.note, self.stderr = name, wall, peak, rc, note, stderr
+        self.cpu = cpu  # user + system seconds of the process and its (waited-for) descendants
 
 
 def measure(name: str, cmd: List[str], cwd: Path, timeout: float, env: Optional[Dict[str, str]] = None) -> Result:
     log(f"running {name}: {' '.join(cmd)}")
     peak = 0
     stop = threading.Event()
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=str(cwd), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     have_proc = os.path.isdir("/proc")
@@ -200,13 +204,15 @@ def measure(name: str, cmd: List[str], cwd: Path, timeout: float, env: Optional[
         _, err = proc.communicate()
         note = f"timed out after {timeout:.0f} s"
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     stop.set()
     sampler.join()
     text = err.decode("utf-8", "replace") if err else ""
     if not note and proc.returncode not in (0, 1):
         note = f"exit code {proc.returncode}: {(text.strip().splitlines() or [''])[-1][:120]}"
-    log(f"  {wall:.2f} s, peak {peak / 2**20:.0f} MiB {note}")
-    return Result(name, None if note.startswith("timed out") else wall, peak, proc.returncode, note, text)
+    log(f"  {wall:.2f} s wall, {cpu:.2f} s CPU, peak {peak / 2**20:.0f} MiB {note}")
+    return Result(name, None if note.startswith("timed out") else wall, peak, proc.returncode, note, text, cpu)
 
 
 # -- main ------------------------------------------------------------------------------------------
@@ -263,7 +269,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # -- report
     cold = results["speedlint cold"].wall
     print(f"\nCorpus: {n_files} files, {n_bytes / 1e6:.1f} MB ({', '.join(args.packages)}); {os.cpu_count()} cores, --jobs {args.jobs}\n")
-    print(f"{'run':<22}{'wall s':>10}{'files/s':>10}{'peak MiB':>10}{'vs speedlint cold':>20}  note")
+    print(f"{'run':<22}{'wall s':>10}{'CPU s':>10}{'files/s':>10}{'peak MiB':>10}{'vs speedlint cold':>20}  note")
     for name, r in results.items():
         wall = f"{r.wall:.2f}" if r.wall is not None else "-"
         fps = f"{n_files / r.wall:.0f}" if r.wall else "-"
@@ -271,7 +277,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         ratio = ""
         if r.wall and cold and name != "speedlint cold":
             ratio = f"{r.wall / cold:.2f}x"
-        print(f"{name:<22}{wall:>10}{fps:>10}{peak:>10}{ratio:>20}  {r.note}")
+        cpu = f"{r.cpu:.2f}" if r.cpu is not None else "-"
+        print(f"{name:<22}{wall:>10}{cpu:>10}{fps:>10}{peak:>10}{ratio:>20}  {r.note}")
     print()
     if cold:
         tf = results.get("torchfix 0.7.0")
@@ -299,7 +306,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({
             "files": n_files, "bytes": n_bytes, "packages": args.packages, "jobs": args.jobs,
-            "runs": {k: {"wall": r.wall, "peak_bytes": r.peak, "rc": r.rc, "note": r.note} for k, r in results.items()},
+            "runs": {k: {"wall": r.wall, "cpu": r.cpu, "peak_bytes": r.peak, "rc": r.rc, "note": r.note} for k, r in results.items()},
         }, indent=2))
     return 0
 

@@ -190,17 +190,18 @@ def check_files(
     pending: List[Job] = []
     buckets = {}
     digests: Dict[int, str] = {}
-    per_file: List[Tuple[Settings, Tuple[str, ...]]] = []
-    by_folder: Dict[Path, Tuple[Settings, List[Type[Rule]], Tuple[str, ...]]] = {}
+    per_file: List[Tuple[str, Optional[str], Tuple[str, ...]]] = []  # each file's bucket key
+    by_folder: Dict[Path, Tuple[Settings, List[Type[Rule]], Tuple[str, ...], Tuple[str, Optional[str], Tuple[str, ...]]]] = {}
     t_read = t_cache = t_filter = 0.0
     for index, (path, shown) in enumerate(files):
         folder = path.parent
         if folder not in by_folder:
             settings = settings_for(path)
             rules = rules_for(settings)
-            by_folder[folder] = (settings, rules, tuple(r.code for r in rules))
-        settings, rules, codes = by_folder[folder]
-        per_file.append((settings, codes))
+            codes = tuple(r.code for r in rules)
+            by_folder[folder] = (settings, rules, codes, (settings.fingerprint() if cache is not None else "", settings.root, codes))
+        settings, rules, codes, key = by_folder[folder]
+        per_file.append(key)
         t0 = time.perf_counter()
         try:
             data = read_bytes(str(path))
@@ -212,10 +213,9 @@ def check_files(
         t_read += t1 - t0
         bucket = None
         if cache is not None:
-            key = (settings, codes)
             bucket = buckets.get(key)
             if bucket is None:
-                bucket = buckets[key] = cache.bucket(settings.fingerprint(), settings.root, codes)
+                bucket = buckets[key] = cache.bucket(*key)
             hit = bucket.get(os.path.abspath(path), digest, shown)
             if hit is not None:
                 source = None

@@ -193,6 +193,18 @@ def _error_text(exc: BaseException) -> str:
     return "".join(lines).strip()
 
 
+def _print_user_traceback(exc: BaseException, script: str) -> None:
+    """The traceback as `python script.py` would show it: without the shim's and runpy's frames."""
+    tb = exc.__traceback__
+    first = tb
+    while tb is not None:
+        if os.path.abspath(tb.tb_frame.f_code.co_filename) == script:
+            first = tb
+            break
+        tb = tb.tb_next
+    sys.stderr.write("".join(traceback.format_exception(type(exc), exc, first)))
+
+
 def main(argv) -> int:  # type: ignore[no-untyped-def]
     if len(argv) < 2:
         sys.stderr.write("usage: shim.py CONFIG.json SCRIPT [ARGS...]\n")
@@ -240,7 +252,7 @@ def main(argv) -> int:  # type: ignore[no-untyped-def]
         if _stopping[0] and not isinstance(exc, Exception):
             STATE["status"] = "stopped"
         else:
-            traceback.print_exc()
+            _print_user_traceback(exc, script)
             STATE["status"] = "error"
             STATE["error"] = _error_text(exc)
             STATE["exit_code"] = code = 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import List, Optional, Sequence, Tuple
 
 import libcst as cst
@@ -26,11 +27,23 @@ GRADCHECKS = (
 )
 
 
+DEBUG_NAME = re.compile(r"debug|check|verif|profil|anomal|diagnos|inspect|benchmark", re.I)
+
+
 def _is_test_code(path: str, fn: Optional[cst.FunctionDef]) -> bool:
     base = os.path.basename(path)
     if base.startswith("test_") or base.endswith("_test.py") or base == "conftest.py":
         return True
     return fn is not None and fn.name.value.startswith("test_")
+
+
+def _is_debug_helper(facts, fn: Optional[cst.FunctionDef]) -> bool:  # type: ignore[no-untyped-def]
+    """A function whose name says it is there to debug, check or profile: deliberate, not a leftover."""
+    while fn is not None:
+        if DEBUG_NAME.search(fn.name.value):
+            return True
+        fn = facts.enclosing_function(fn)
+    return False
 
 
 class DebugModeInTraining(Rule):
@@ -178,7 +191,7 @@ class DebugModeInTraining(Rule):
         """Where `node` runs in training, or None (tests, behind a flag, not training)."""
         facts = self.ctx.torch
         fn = facts.enclosing_function(node)
-        if _is_test_code(self.ctx.path, fn):
+        if _is_test_code(self.ctx.path, fn) or _is_debug_helper(facts, fn):
             return None
         guards = [
             g for g in facts.guarding_ifs(node, fn)

@@ -22,10 +22,31 @@ from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import ImportSpec
 
-MODEL_HINT = re.compile(
-    r"model|net|encoder|decoder|backbone|classifier|generator|discriminator|policy|actor|critic|teacher|student|ema|detector",
-    re.I,
-)
+MODEL_WORDS = {
+    "model", "net", "network", "encoder", "decoder", "backbone", "classifier", "generator", "discriminator",
+    "policy", "actor", "critic", "teacher", "student", "ema", "detector", "segmenter", "transformer", "unet",
+}
+MODEL_SUFFIXES = ("net", "model", "coder", "former")
+VERBS = {
+    "get", "build", "load", "make", "create", "lower", "init", "save", "to", "from", "set", "compute", "run",
+    "update", "train", "eval", "is", "has", "copy", "export", "prepare", "convert", "apply", "wrap", "check",
+    "validate", "print", "log", "count", "freeze", "unfreeze", "reset", "register", "setup", "parse",
+}
+
+
+def _words(name: str) -> List[str]:
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
+    return [w.lower() for w in spaced.split("_") if w]
+
+
+def looks_like_model(name: str) -> bool:
+    """`model`, `self.netG`, `ema_model`, `resnet`, `teacher`; not `build_model`, `SchemaError`, `factor`."""
+    words = _words(name)
+    if not words or words[0] in VERBS:
+        return False
+    return any(w in MODEL_WORDS or w.endswith(MODEL_SUFFIXES) for w in words)
+
+
 FORWARD_ATTRS = {
     "forward", "generate", "predict", "sample", "encode", "decode", "infer", "inference",
     "extract_features", "forward_features", "embed", "detect", "predict_step",
@@ -144,7 +165,7 @@ class Models:
         d = dotted(expr)
         if not d or self.ctx.qualname(expr) is not None:
             return False
-        return d in self.known or bool(MODEL_HINT.search(d.rsplit(".", 1)[-1]))
+        return d in self.known or looks_like_model(d.rsplit(".", 1)[-1])
 
     def is_forward(self, call: cst.Call) -> bool:
         func = call.func
@@ -168,9 +189,13 @@ class Models:
         return False
 
 
-def updates_parameters(ctx: FileContext, root: cst.CSTNode) -> bool:
-    """EMA / hand-written SGD / weight copies: `p_ema.mul_(d)`, `p.copy_(q)`, `param -= lr * param.grad`."""
+def updates_parameters(ctx: FileContext, root: cst.CSTNode, depth: int = 1) -> bool:
+    """EMA / hand-written SGD / weight copies: `p_ema.mul_(d)`, `p.copy_(q)`, `param -= lr * param.grad`
+    (here or in a same-file function called from here)."""
     for node in iter_nodes(root):
+        if depth > 0 and isinstance(node, cst.Call):
+            if any(updates_parameters(ctx, fn.body, depth - 1) for fn in ctx.torch.resolve_call(node)):
+                return True
         if isinstance(node, cst.For):
             for sub in iter_nodes(node.iter):
                 if isinstance(sub, cst.Call) and isinstance(sub.func, cst.Attribute) and sub.func.attr.value in PARAM_ITER:
@@ -431,12 +456,13 @@ class Escapes:
 
 
 def eval_receivers_before(ctx: FileContext, scope: Optional[cst.FunctionDef], node: cst.CSTNode) -> bool:
-    """A `x.eval()` call in the same function (or module level) before `node`, with no `x.train()` in between."""
+    """An unconditional `x.eval()` (or `x.train(False)`) in the same function (or at module level)
+    before `node`, and no `x.train()` before it at all (a train/eval switch says nothing)."""
     facts = ctx.torch
-    last: Optional[Tuple[cst.Call, str]] = None
     root = scope.body if scope is not None else ctx.module
+    seen_eval = False
     for sub in iter_nodes(root):
-        if not (isinstance(sub, cst.Call) and isinstance(sub.func, cst.Attribute)):
+        if not (isinstance(sub, cst.Call) and isinstance(sub.func, cst.Attribute)) or not facts.is_before(sub, node):
             continue
         kind = sub.func.attr.value
         if kind == "eval" and sub.args:
@@ -444,8 +470,12 @@ def eval_receivers_before(ctx: FileContext, scope: Optional[cst.FunctionDef], no
         if kind == "train" and sub.args:
             arg = sub.args[0].value
             kind = "eval" if isinstance(arg, cst.Name) and arg.value == "False" else "train"
-        elif kind != "eval" and kind != "train":
-            continue
-        if facts.is_before(sub, node) and (last is None or facts.is_before(last[0], sub)):
-            last = (sub, kind)
-    return last is not None and last[1] == "eval"
+        if kind == "train":
+            return False
+        guards = [
+            g for g in facts.guarding_ifs(sub, scope)
+            if not (isinstance(g, cst.If) and "__name__" in ctx.code(g.test))
+        ]
+        if kind == "eval" and not guards:
+            seen_eval = True
+    return seen_eval

@@ -124,6 +124,8 @@ class EvalBuildsAutogradGraph(Rule):
         escapes = Escapes(self.ctx, self.models, fn if fn is not None else self.ctx.module, loop.body, whole_function=False)
         if escapes.training_bound:
             return
+        if escapes.unsafe and (facts.reaches_backward(fn) if fn is not None else bool(facts.step_loops)):
+            return  # its tensors stay in code that trains: they may reach autograd
         new_func, imports = torch_attr(self.ctx, "inference_mode")
         wrapped = cst.With(
             items=[cst.WithItem(item=cst.Call(func=new_func))],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple, Union
+from typing import List, Optional, Tuple
 
 import libcst as cst
 
@@ -13,6 +13,7 @@ from speedlint.rules.inference._analysis import (
     eval_receivers_before,
     is_test_file,
     iter_nodes,
+    torch_attr,
     torch_spelling,
     updates_parameters,
 )
@@ -113,6 +114,8 @@ class NoGradInference(Rule):
         escapes = Escapes(self.ctx, self.models, scope, node.body, whole_function=False)
         if escapes.training_bound:
             return
+        if escapes.unsafe and self._scope_trains(fn):
+            return  # tensors from this block stay in a function that trains: they may reach autograd
         where = self._eval_context(node, fn)
         if where is None:
             # a no_grad block in an epoch loop (between the training steps): only when nothing
@@ -137,11 +140,9 @@ class NoGradInference(Rule):
         escapes = Escapes(self.ctx, self.models, node, node.body, whole_function=True)
         if escapes.training_bound:
             return
-        has_eval_loop = any(loop in facts.eval_loops for loop in facts.units[node].inner_loops)
+        # (loops under this decorator are eval loops for the provider by construction: no evidence)
         if facts.is_eval_function(node):
             where = f"on `{node.name.value}()`, an evaluation function"
-        elif has_eval_loop:
-            where = f"on `{node.name.value}()`, which runs an evaluation loop"
         elif any(
             isinstance(c.func, cst.Attribute) and c.func.attr.value == "eval" and not c.args
             for c in iter_nodes(node.body)
@@ -186,15 +187,20 @@ class NoGradInference(Rule):
 
     def _eval_context(self, node: cst.With, fn: Optional[cst.FunctionDef]) -> Optional[str]:
         facts = self.ctx.torch
-        if any(loop in facts.eval_loops for loop in iter_nodes(node.body) if isinstance(loop, (cst.For, cst.While))):
-            return "around an evaluation loop"
+        # (every loop under `no_grad` counts as an eval loop for the provider: that alone says nothing)
+        loops = any(isinstance(n, (cst.For, cst.While)) for n in iter_nodes(node.body))
+        what = "around an evaluation loop" if loops else "in evaluation code"
         if facts.eval_loop_of(node) is not None:
             return "inside an evaluation loop"
         if fn is not None and facts.is_eval_function(fn):
-            return f"in the evaluation function `{fn.name.value}()`"
+            return f"{what} (`{fn.name.value}()`)" if loops else f"in the evaluation function `{fn.name.value}()`"
         if eval_receivers_before(self.ctx, fn, node):
-            return "after `model.eval()`"
+            return f"{what} after `model.eval()`"
         return None
+
+    def _scope_trains(self, fn: Optional[cst.FunctionDef]) -> bool:
+        facts = self.ctx.torch
+        return facts.reaches_backward(fn) if fn is not None else bool(facts.step_loops)
 
     def _report(
         self,
@@ -204,8 +210,14 @@ class NoGradInference(Rule):
         escapes: Escapes,
         bare: bool = False,
     ) -> None:
-        new_func, imports = torch_spelling(self.ctx, func, "inference_mode")
-        new: Union[cst.BaseExpression] = cst.Call(func=new_func) if bare else new_func
+        swap = self._import_swap(func)
+        if swap is not None:  # `from torch import no_grad` used only here: import the new name instead
+            new_func, imports = cst.Name("inference_mode"), ()
+        elif isinstance(func, cst.Name) and "torch" in self.ctx.imports.aliases.values():
+            new_func, imports = torch_attr(self.ctx, "inference_mode")
+        else:
+            new_func, imports = torch_spelling(self.ctx, func, "inference_mode")
+        new: cst.BaseExpression = cst.Call(func=new_func) if bare else new_func
         spelled = self.ctx.module.code_for_node(new_func)
         if escapes.unsafe:
             applicability = UNSAFE
@@ -216,10 +228,8 @@ class NoGradInference(Rule):
             title = f"Use `{spelled}()`"
             impact = self.impact
         pairs: List[Tuple[cst.CSTNode, cst.CSTNode]] = [(func, new)]
-        swap = self._import_swap(func) if imports and isinstance(new_func, cst.Name) else None
-        if swap is not None:  # `from torch import no_grad` used only here: import the new name instead
+        if swap is not None:
             pairs.append(swap)
-            imports = ()
         self.report(
             node,
             f"`no_grad` {where}: `inference_mode` also skips autograd's version counting and view tracking",
@@ -246,7 +256,6 @@ class NoGradInference(Rule):
                 uses += 1
         if alias_node is None:
             return None
-        imported = 2 if alias_node.asname is not None else 1  # the import's own Name nodes
-        if uses - imported != 1:
+        if uses - 1 != 1:  # the import's own local name, and this one use
             return None
         return alias_node, alias_node.with_changes(name=cst.Name("inference_mode"), asname=None)

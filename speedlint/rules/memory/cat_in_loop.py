@@ -101,7 +101,7 @@ class CatInLoop(Rule):
         level=MEDIUM,
     )
     fixes = (SAFE, DISPLAY_ONLY)
-    triggers = ("cat", "stack")
+    triggers = ("cat(", "concat", "stack(", "cat (")
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) != 1:

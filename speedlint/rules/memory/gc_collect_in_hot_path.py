@@ -7,6 +7,7 @@ from typing import List, Optional
 
 import libcst as cst
 
+from speedlint.analyzer import hot
 from speedlint.analyzer.fixes import remove_fix
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, MEDIUM, SAFE, Fix, Impact, Rule
 
@@ -92,57 +93,21 @@ class GcCollectInHotPath(Rule):
             impact=self.impact if "sample" in where or "step" in where else self.impact.with_level(MEDIUM),
         )
 
-    # -- context ---------------------------------------------------------------------------
+    # -- context (shared with SPD402: speedlint.analyzer.hot) --------------------------------
     def _hot(self, node: cst.CSTNode) -> Optional[str]:
-        facts = self.ctx.torch
-        if any(isinstance(a, (cst.ExceptHandler, cst.ExceptStarHandler)) for a in facts.ancestors(node)):
-            return None  # out-of-memory / error recovery
-        if facts.sample_function_of(node) is not None:
-            return "per sample (in the dataset / collate path)"
-        if facts.in_training_step(node):
-            return "once per training step"
-        if facts.eval_loop_of(node) is not None:
-            return "once per evaluation batch"
-        loop = facts.in_loop(node)
-        if loop is not None and facts.in_training_step(loop):
-            return "once per batch element"
-        return None
+        return hot.hot_context(self.ctx, node)
 
     def _direct(self, node: cst.CSTNode) -> bool:
         """The hot context is visible in this function (a loop here, or a per-sample root)."""
-        facts = self.ctx.torch
-        unit = facts.step_of(node)
-        if isinstance(unit, (cst.For, cst.While)):
-            return True
-        if facts.eval_loop_of(node) is not None:
-            return True
-        fn = facts.enclosing_function(node)
-        return fn is not None and fn.name.value in ("__getitem__", "__getitems__", "__call__") or (
-            fn is not None and fn in facts.sample_functions and not self._callers(fn)
-        )
+        return hot.is_direct(self.ctx, node)
 
     def _callers(self, fn: cst.FunctionDef) -> List[cst.Call]:
-        facts = self.ctx.torch
-        return [c for c in facts.calls if fn in facts.resolve_call(c)]
+        return hot.callers(self.ctx, fn)
 
     def _all_callers_hot(self, fn: cst.FunctionDef) -> bool:
-        callers = self._callers(fn)
-        return bool(callers) and all(self._hot(c) for c in callers)
+        return hot.all_callers_hot(self.ctx, fn)
 
 
 def _only_collects(fn: cst.FunctionDef) -> bool:
     """The function body is only gc/cache-clearing calls (and a docstring / pass)."""
-    body = fn.body.body if isinstance(fn.body, cst.IndentedBlock) else fn.body.body
-    for stmt in body:
-        smalls = stmt.body if isinstance(stmt, cst.SimpleStatementLine) else [stmt]
-        for small in smalls:
-            if isinstance(small, cst.Pass):
-                continue
-            if isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
-                continue
-            if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-                func = small.value.func
-                if isinstance(func, cst.Attribute) and func.attr.value in ("collect", "empty_cache"):
-                    continue
-            return False
-    return True
+    return hot.only_cleanup(fn, ("collect", "empty_cache"))

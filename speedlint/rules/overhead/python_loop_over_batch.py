@@ -26,6 +26,14 @@ _NOT_TENSOR_WORK = frozenset(
 )
 _LIST_ANNOTATION = re.compile(r"\b(List|list|Sequence|Tuple|tuple|Dict|dict|Iterable|Mapping)\b")
 _LOSS_FUNCTION = re.compile(r"loss|criterion", re.I)
+_SEQUENCE_TYPES = re.compile(r"\b(list|tuple|List|Tuple|Sequence|dict|Mapping)\b")
+#: namespaces whose functions return tensors (deeper torch modules may return lists, handles ...)
+_TENSOR_MODULES = frozenset({"torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special"})
+#: torch functions that return a tuple or list of tensors
+_SEQUENCE_RETURNING = frozenset(
+    {"split", "chunk", "unbind", "broadcast_tensors", "meshgrid", "tensor_split", "hsplit", "vsplit", "dsplit",
+     "sort", "topk", "max", "min", "svd", "qr", "eig", "lstsq", "unique", "where", "nonzero", "load"}
+)
 
 
 class PythonLoopOverBatch(Rule):
@@ -92,7 +100,8 @@ class PythonLoopOverBatch(Rule):
         level=MEDIUM,
     )
     fixes = (DISPLAY_ONLY,)
-    triggers = ("for ",)
+    #: the loop must be in a forward, a loss function or a training step (which has a backward)
+    triggers = ("forward", "backward", "loss", "criterion")
 
     def __init__(self, ctx):  # type: ignore[no-untyped-def]
         super().__init__(ctx)
@@ -249,6 +258,9 @@ class PythonLoopOverBatch(Rule):
 
     def _is_tensor(self, name: str, fn: cst.FunctionDef) -> bool:
         """The function uses `name` as a tensor (`x.size(0)`, `x.to(device)`, `x: Tensor`)."""
+        star = fn.params.star_arg
+        if isinstance(star, cst.Param) and star.name.value == name:
+            return False  # `*inputs`: a tuple
         for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params):
             if p.name.value == name and p.annotation is not None:
                 text = self.ctx.code(p.annotation.annotation)
@@ -258,7 +270,7 @@ class PythonLoopOverBatch(Rule):
                     return True
         finder = _TensorUse(self.ctx, name)
         fn.body.visit(finder)
-        return finder.found
+        return finder.found and not finder.sequence
 
     # -- exclusions ------------------------------------------------------------------------
     def _recurrent(self, loop: cst.For, fn: cst.FunctionDef) -> bool:
@@ -409,17 +421,41 @@ class _TensorUse(cst.CSTVisitor):
         self.ctx = ctx
         self.name = name
         self.found = False
+        self.sequence = False  # evidence that it is a list/tuple: `isinstance(x, list)`, `x = (a, b)`
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if isinstance(node.value, cst.Name) and node.value.value == self.name and node.attr.value in TENSOR_ATTRS:
             self.found = True
 
     def visit_Call(self, node: cst.Call) -> None:
-        q = self.ctx.qualname(node.func) or ""
-        if q.startswith("torch.") and node.args:
-            first = node.args[0].value
-            if isinstance(first, cst.Name) and first.value == self.name:
-                self.found = True
+        if dotted(node.func) == "isinstance" and len(node.args) == 2:
+            first, kinds = node.args[0].value, node.args[1].value
+            if isinstance(first, cst.Name) and first.value == self.name and _SEQUENCE_TYPES.search(self.ctx.code(kinds)):
+                self.sequence = True
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for t in node.targets:
+            self._bound(t.target, node.value)
+
+    def _bound(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements):
+                for t, v in zip(target.elements, value.elements):
+                    self._bound(t.value, v.value)
+            return
+        if not (isinstance(target, cst.Name) and target.value == self.name):
+            return
+        if isinstance(value, (cst.Tuple, cst.List, cst.ListComp, cst.GeneratorExp, cst.Dict, cst.DictComp, cst.Set)):
+            self.sequence = True
+        elif isinstance(value, cst.Call):
+            callee = dotted(value.func) or ""
+            q = self.ctx.qualname(value.func) or ""
+            if callee in ("tuple", "list", "dict", "zip", "map", "sorted", "reversed"):
+                self.sequence = True
+            else:
+                module, _, fname = q.rpartition(".")
+                if module in _TENSOR_MODULES and fname not in _SEQUENCE_RETURNING:
+                    self.found = True
 
 
 class _RaggedSlice(cst.CSTVisitor):

@@ -95,6 +95,10 @@ class _BindingIndex(cst.CSTVisitor):
             self._add(node.asname.name, lambda p: Binding("with", node, node.item, p), self.scope_of(node))
 
     def visit_Param(self, node: cst.Param) -> None:
+        scope = self.scope_of(node)
+        if isinstance(scope, cst.Lambda):
+            self.binds.setdefault((scope, node.name.value), []).append(Binding("other", node))
+            return
         fn = self.facts.enclosing_function(node)
         if fn is not None:
             self.binds.setdefault((fn, node.name.value), []).append(Binding("param", node, None, (), node, fn))
@@ -247,7 +251,9 @@ class Flow:
             site = b.site
             if b.kind in ("for", "comp"):
                 # the target is bound for the loop body, not for the iterable expression
-                owner = site if b.kind == "for" else self.facts.parent(site)
+                owner = site if b.kind == "for" else next(
+                    (a for a in self.facts.ancestors(site) if isinstance(a, COMPREHENSIONS)), None
+                )
                 iter_expr = b.value
                 if owner is not None and self._contains(owner, name) and not (iter_expr is not None and (iter_expr is name or self._contains(iter_expr, name))):
                     before.append(b)
@@ -589,6 +595,9 @@ class Flow:
                 return True
             return any(self.is_tensor(r, depth + 1) for r in self.returns(expr))
         if isinstance(expr, cst.BinaryOperation):
+            strings = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+            if isinstance(expr.left, strings) or isinstance(expr.right, strings):
+                return False  # `"%f" % t`, `"a" + s`: a string
             return self.is_tensor(expr.left, depth + 1) or self.is_tensor(expr.right, depth + 1)
         if isinstance(expr, cst.UnaryOperation):
             return self.is_tensor(expr.expression, depth + 1)

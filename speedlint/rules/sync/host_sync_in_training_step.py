@@ -12,7 +12,8 @@ from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, LOW, Fix, Impact, Rule
 from speedlint.rules.sync._flow import CPU, Flow, flow
 
 _SYNC_METHODS = ("item", "cpu", "tolist", "numpy")
-_CONVERSIONS = ("float", "int", "bool")
+_CONVERSIONS = ("float", "int", "bool", "str", "repr")
+_LOGGER = re.compile(r"log", re.I)
 _COUNTER = re.compile(
     r"(^|_)(step|steps|it|iter|iters|iteration|iterations|idx|index|i|j|n|batch_idx|batch_i|batch_num|"
     r"batch_nb|batch_id|nb|count|counter|cnt|epoch|tick)$",
@@ -28,9 +29,10 @@ class HostSyncInTrainingStep(Rule):
     """
     ## What it does
     Flags reads of a device tensor from the host that run on every training step: `.item()`,
-    `.cpu()`, `.tolist()`, `float(t)` / `int(t)` / `bool(t)`, `print(t)`, `f"{t}"`,
-    `if t:` / `assert t`, and logging calls that convert tensors (`writer.add_scalar(..., t)`,
-    `wandb.log({...: t})`, `pbar.set_postfix(loss=t)`), also through same-file helpers called
+    `.cpu()`, `.tolist()`, `float(t)` / `int(t)` / `bool(t)` / `str(t)`, `print(t)`, `f"{t}"`,
+    `"...".format(t)`, `"%f" % t`, `if t:` / `assert t`, and logging calls that convert tensors
+    (`logger.info("%f", t)`, `writer.add_scalar(..., t)`, `wandb.log({...: t})`,
+    `pbar.set_postfix(loss=t)`), also through same-file helpers called
     from the step. Reads behind `if step % log_every == 0` (or any branch that is not taken every
     step: counter equality, time-based logging, anomaly handlers, `except` blocks) are not flagged;
     reads in an evaluation loop are reported with low impact.
@@ -89,7 +91,7 @@ class HostSyncInTrainingStep(Rule):
         level=HIGH,
     )
     fixes = (DISPLAY_ONLY,)
-    triggers = ("item(", "cpu(", "tolist(", "float(", "int(", "bool(", "print(", "if ", "assert ", "add_scalar", "log(", "set_postfix", "{")
+    triggers = ("item(", "cpu(", "tolist(", "float(", "int(", "bool(", "str(", "print(", "if ", "assert ", "add_scalar", "log", "set_postfix", "{", "%")
 
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
         super().__init__(ctx)
@@ -120,6 +122,29 @@ class HostSyncInTrainingStep(Rule):
                     break
         elif isinstance(func, cst.Attribute) and func.attr.value in ("add_scalar", "set_postfix", "log_metric", "log_metrics") or self.ctx.matches(func, "wandb.log"):
             self._logging(node)
+        elif isinstance(func, cst.Attribute) and func.attr.value == "format" and isinstance(func.value, (cst.SimpleString, cst.ConcatenatedString)):
+            self._first_tensor([a.value for a in node.args if not a.star], "`str.format()` of a tensor")
+        elif (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in ("info", "warning", "error")
+            and _LOGGER.search((dotted(func.value) or "").rsplit(".", 1)[-1])
+        ):
+            # `logger.info("loss %f", loss)`: the message is formatted when the record is emitted
+            self._first_tensor([a.value for a in node.args[1:] if not a.star and a.keyword is None], "a logging call that formats a tensor")
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if isinstance(node.operator, cst.Modulo) and isinstance(node.left, (cst.SimpleString, cst.ConcatenatedString)):
+            if not self._maybe_hot(node):
+                return
+            right = node.right
+            values = [e.value for e in right.elements] if isinstance(right, cst.Tuple) else [right]
+            self._first_tensor(values, "`%`-formatting a tensor")
+
+    def _first_tensor(self, values: List[cst.BaseExpression], what: str) -> None:
+        for value in values:
+            if self._cheap_candidate(value) and self.flow.is_tensor(value):
+                self._sync(value, what)
+                return
 
     def _method(self, node: cst.Call, func: cst.Attribute) -> None:
         method = func.attr.value
@@ -225,17 +250,20 @@ class HostSyncInTrainingStep(Rule):
     # -- where it runs ------------------------------------------------------------------------
     def _context(self, node: cst.CSTNode) -> Optional[Tuple[int, str]]:
         facts = self.ctx.torch
-        unit = facts.step_of(node)
-        if unit is not None:
-            if self._cpu_only(unit):
-                return None
-            if self._every_step(node, unit, set()):
-                return HIGH, "on every training step"
-            return None
         loop = facts.eval_loop_of(node)
-        if loop is not None and not self._cpu_only(loop) and not self._rarely_run(node, loop):
-            return LOW, "on every evaluation batch"
+        if loop is not None and not self._per_step(loop):
+            # an evaluation loop (also one run every N steps from inside the training loop)
+            if not self._cpu_only(loop) and not self._rarely_run(node, loop):
+                return LOW, "on every evaluation batch"
+            return None
+        unit = facts.step_of(node)
+        if unit is not None and not self._cpu_only(unit) and self._every_step(node, unit, set()):
+            return HIGH, "on every training step"
         return None
+
+    def _per_step(self, node: cst.CSTNode) -> bool:
+        unit = self.ctx.torch.step_of(node)
+        return unit is not None and self._every_step(node, unit, set())
 
     def _every_step(self, node: cst.CSTNode, unit: cst.CSTNode, seen: Set[cst.CSTNode]) -> bool:
         if self._rarely_run(node, unit):

@@ -12,6 +12,7 @@ from speedlint.rules.sync._flow import CPU, DEVICE, DTYPE, FACTORIES, MAYBE_DEVI
 
 #: Factories whose values are exact in every dtype: creating them in the target dtype directly
 #: gives the same tensor as creating then casting.
+_CASTS = {"float", "double", "half", "bfloat16", "long", "int", "short", "bool", "byte", "char"}
 _EXACT = {"zeros", "ones", "empty", "eye", "zeros_like", "ones_like", "empty_like"}
 
 
@@ -68,6 +69,10 @@ class TensorCreatedThenMoved(Rule):
         if not isinstance(func, cst.Attribute) or func.attr.value not in ("to", "cuda"):
             return
         factory = func.value
+        casts = []  # `torch.tensor(x).long().cuda()`: dtype conversions between factory and move
+        while isinstance(factory, cst.Call) and isinstance(factory.func, cst.Attribute) and factory.func.attr.value in _CASTS and not factory.args:
+            casts.append(factory)
+            factory = factory.func.value
         if not isinstance(factory, cst.Call) or not self.ctx.may_use_gpu:
             return
         q = self.ctx.qualname(factory.func) or ""
@@ -82,7 +87,7 @@ class TensorCreatedThenMoved(Rule):
         move = flow(self.ctx).parse_move(node)
         if move is None or not move.moves_to_device or move.extra and set(move.extra) - {"copy"}:
             return
-        fixed, applicability = self._fixed(factory, move, short)
+        fixed, applicability = self._fixed(factory, move, short, casts)
         where = self._where(node)
         what = f"`torch.{short}(...)` is created on the CPU, then copied by `.{move.method}(...)`"
         self.report(
@@ -103,7 +108,7 @@ class TensorCreatedThenMoved(Rule):
             return " in a loop"
         return ""
 
-    def _fixed(self, factory: cst.Call, move: Move, short: str):  # type: ignore[no-untyped-def]
+    def _fixed(self, factory: cst.Call, move: Move, short: str, casts):  # type: ignore[no-untyped-def]
         applicability = SAFE
         if move.method == "cuda":
             target = move.target
@@ -126,8 +131,10 @@ class TensorCreatedThenMoved(Rule):
             applicability = UNSAFE  # the result becomes a leaf that collects `.grad`
         device = _strip(device)
         new = with_keyword(factory, "device", device)
+        for cast in reversed(casts):  # innermost first
+            new = cast.with_changes(func=cast.func.with_changes(value=new))
         if move.dtype is not None:
-            if short in _EXACT and keyword_arg(factory, "dtype") is None:
+            if short in _EXACT and keyword_arg(factory, "dtype") is None and not casts:
                 new = with_keyword(new, "dtype", _strip(move.dtype))
             else:
                 new = cst.Call(
