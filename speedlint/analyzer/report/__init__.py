@@ -154,7 +154,7 @@ def profile_lines(profile) -> List[str]:  # type: ignore[no-untyped-def]
     head += f", {profile.workers} worker processes" if profile.workers else ", in-process"
     if profile.wall:
         head += f"; wall {profile.wall:.3f} s"
-    lines = [head, "  phase (CPU seconds, summed over processes)"]
+    lines = [head, "  phase (seconds spent in it, summed over processes)"]
     names = [p for p in PROFILE_PHASES if p in profile.phases] + sorted(set(profile.phases) - set(PROFILE_PHASES))
     for name in names:
         secs = profile.phases[name]

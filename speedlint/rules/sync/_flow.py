@@ -11,7 +11,7 @@ import ast
 import re
 import weakref
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -371,36 +371,60 @@ class Flow:
 
     def loader_of_batch(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> Optional[cst.Call]:
         """The `DataLoader(...)` whose batches `expr` is (a part of)."""
+        found = self.batch_origin(expr, depth)
+        return found[0] if found else None
+
+    def batch_origin(
+        self, expr: Optional[cst.BaseExpression], depth: int = 0, whole: bool = True
+    ) -> Optional[Tuple[cst.Call, bool]]:
+        """The `DataLoader(...)` whose batches `expr` is (a part of), and whether `expr` is a
+        whole batch as the loader yields it (True) or an element taken out of one (False)."""
         if expr is None or depth > 10:
             return None
         if isinstance(expr, (cst.Subscript, cst.Attribute)) and not (
             isinstance(expr, cst.Attribute) and dotted(expr.value) == "self"
         ):
-            return self.loader_of_batch(expr.value, depth + 1)
+            return self.batch_origin(expr.value, depth + 1, False)
         if isinstance(expr, cst.Call):
             func = expr.func
             if isinstance(func, cst.Name) and func.value == "next" and expr.args:
-                return self.loader_of_iterable(expr.args[0].value, depth + 1)
+                loader = self.loader_of_iterable(expr.args[0].value, depth + 1)
+                return (loader, whole) if loader is not None else None
             if isinstance(func, cst.Attribute) and func.attr.value in ("items", "values") and not expr.args:
-                return self.loader_of_batch(func.value, depth + 1)
+                return self.batch_origin(func.value, depth + 1, False)
             return None
         if isinstance(expr, cst.Name):
             b = self.binding(expr)
             if b is None:
                 return None
             if b.kind == "for":
-                return self.loader_of_iterable(b.value, depth + 1)
+                it, path = b.value, b.path
+                # `for i, (x, y) in enumerate(loader)`, `for a, b in zip(loader_a, loader_b)`
+                while isinstance(it, cst.Call) and dotted(it.func) in ("enumerate", "zip") and path:
+                    args = [a for a in it.args if a.keyword is None and not a.star]
+                    index = 0 if dotted(it.func) == "enumerate" else path[0]
+                    if dotted(it.func) == "enumerate" and path[0] != 1:
+                        return None  # the counter
+                    if index >= len(args):
+                        return None
+                    it, path = args[index].value, path[1:]
+                loader = self.loader_of_iterable(it, depth + 1)
+                return (loader, whole and not path) if loader is not None else None
             if b.kind == "comp":
-                return self.loader_of_batch(b.value, depth + 1) or self.loader_of_iterable(b.value, depth + 1)
+                return self.batch_origin(b.value, depth + 1, False) or self._iterated(b.value, depth)
             if b.kind == "assign":
-                return self.loader_of_batch(self.value_at(b), depth + 1)
+                return self.batch_origin(self.value_at(b), depth + 1, whole and not b.path)
             if b.kind == "param" and b.function is not None and b.param is not None:
                 for call in self.callers(b.function):
-                    found = self.loader_of_batch(self.argument_for(call, b.function, b.param), depth + 1)
+                    found = self.batch_origin(self.argument_for(call, b.function, b.param), depth + 1, whole)
                     if found is not None:
                         return found
             return None
         return None
+
+    def _iterated(self, expr: Optional[cst.BaseExpression], depth: int) -> Optional[Tuple[cst.Call, bool]]:
+        loader = self.loader_of_iterable(expr, depth + 1)
+        return (loader, False) if loader is not None else None
 
     # -- devices -----------------------------------------------------------------------------
     def device_kind(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> str:

@@ -86,8 +86,11 @@ class BlockingHostToDeviceCopy(Rule):
         level = self._level(node)
         if level is None:
             return
-        loader = info.loader_of_batch(func.value)
-        if loader is None or not self._pinned(loader):
+        origin = info.batch_origin(func.value)
+        if origin is None:
+            return
+        loader, whole = origin
+        if not self._pinned(loader) or not self._accepts_non_blocking(loader, whole):
             return
         line = self.ctx.position(loader).start.line
         self.report(
@@ -105,6 +108,22 @@ class BlockingHostToDeviceCopy(Rule):
         if facts.eval_loop_of(node) is not None or facts.in_loop(node) is not None:
             return LOW
         return None  # a one-off copy
+
+    def _accepts_non_blocking(self, loader: cst.Call, whole: bool) -> bool:
+        """Whether the object moved surely takes `non_blocking=`.
+
+        Elements taken out of a batch (`x, y = batch`, `batch["x"]`) are tensors. A whole batch
+        is not known to be one when the loader has a custom `collate_fn` (it may return any
+        object), or when this file defines a class whose own `.to(...)` lacks `non_blocking`.
+        """
+        if not whole:
+            return True
+        if not self.ctx.values.kwarg(loader, "collate_fn").missing:
+            return False
+        for (cls, name), fns in self.ctx.torch.methods.items():
+            if name == "to" and any(not _takes_non_blocking(fn) for fn in fns):
+                return False
+        return True
 
     def _pinned(self, loader: cst.Call) -> bool:
         kw = self.ctx.values.kwarg(loader, "pin_memory")
@@ -130,3 +149,10 @@ class BlockingHostToDeviceCopy(Rule):
             if b is not None and b.kind == "assign" and b.value is not None:
                 return "cuda" in self.ctx.code(b.value).lower()
         return False
+
+
+def _takes_non_blocking(fn: cst.FunctionDef) -> bool:
+    params = fn.params
+    if isinstance(params.star_kwarg, cst.Param):
+        return True
+    return any(p.name.value == "non_blocking" for p in [*params.params, *params.kwonly_params])

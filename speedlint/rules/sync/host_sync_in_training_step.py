@@ -8,7 +8,7 @@ from typing import Iterator, List, Optional, Set, Tuple
 import libcst as cst
 
 from speedlint.analyzer.providers.names import dotted
-from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, LOW, Fix, Impact, Rule
+from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, LOW, MEDIUM, Fix, Impact, Rule
 from speedlint.rules.sync._flow import CPU, Flow, flow
 
 _SYNC_METHODS = ("item", "cpu", "tolist", "numpy")
@@ -97,6 +97,7 @@ class HostSyncInTrainingStep(Rule):
         super().__init__(ctx)
         self._flow: Optional[Flow] = None
         self._reported: Set[cst.CSTNode] = set()
+        self._synced_units: Set[Optional[cst.CSTNode]] = set()
 
     @property
     def flow(self) -> Flow:
@@ -240,11 +241,20 @@ class HostSyncInTrainingStep(Rule):
             return
         level, text = where
         self._reported.add(node)
+        if level == HIGH:
+            # the first sync of a step drains the whole queue; later ones in the same step
+            # mostly wait for what was queued in between: rank them below the first
+            unit = self.ctx.torch.step_of(node)
+            if unit in self._synced_units:
+                level = MEDIUM
+            self._synced_units.add(unit)
         self.report(
             node,
             f"{what} waits for the GPU {text}: a host-device sync",
             fix=Fix.advice(ADVICE),
-            impact=self.impact if level == HIGH else self.impact.with_level(level, "GPU; once per evaluation batch"),
+            impact=self.impact
+            if level == HIGH
+            else self.impact.with_level(level, "GPU; once per evaluation batch" if level == LOW else None),
         )
 
     # -- where it runs ------------------------------------------------------------------------

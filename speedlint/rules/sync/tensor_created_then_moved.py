@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
 
 from speedlint.analyzer.fixes import keyword_arg, with_keyword
 from speedlint.analyzer.rule import LOW, MEDIUM, SAFE, UNSAFE, Fix, Impact, Rule
-from speedlint.rules.sync._flow import CPU, DEVICE, DTYPE, FACTORIES, MAYBE_DEVICE, RANDOM_FACTORIES, Move, flow
+from speedlint.rules.sync._flow import FACTORIES, MAYBE_DEVICE, RANDOM_FACTORIES, Move, flow
 
 #: Factories whose values are exact in every dtype: creating them in the target dtype directly
 #: gives the same tensor as creating then casting.
@@ -129,22 +127,17 @@ class TensorCreatedThenMoved(Rule):
         requires_grad = keyword_arg(factory, "requires_grad")
         if requires_grad is not None and not (isinstance(requires_grad.value, cst.Name) and requires_grad.value.value == "False"):
             applicability = UNSAFE  # the result becomes a leaf that collects `.grad`
-        device = _strip(device)
         new = with_keyword(factory, "device", device)
         for cast in reversed(casts):  # innermost first
             new = cast.with_changes(func=cast.func.with_changes(value=new))
         if move.dtype is not None:
             if short in _EXACT and keyword_arg(factory, "dtype") is None and not casts:
-                new = with_keyword(new, "dtype", _strip(move.dtype))
+                new = with_keyword(new, "dtype", move.dtype)
             else:
                 new = cst.Call(
                     func=cst.Attribute(value=new, attr=cst.Name("to")),
-                    args=[cst.Arg(value=_strip(move.dtype))],
+                    args=[cst.Arg(value=move.dtype)],
                 )
         new = new.with_changes(lpar=move.call.lpar, rpar=move.call.rpar)
         return new, applicability
 
-
-def _strip(expr: cst.BaseExpression) -> cst.BaseExpression:
-    """The expression without the comma/whitespace context of the argument it came from."""
-    return expr
