@@ -35,12 +35,12 @@ from libcst.codemod.visitors import AddImportsVisitor
 
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.context import FileContext
+from speedlint.analyzer.fixes import MAX_LINE, add_keywords, code_of, explode, is_multiline, keywords_edit
 from speedlint.analyzer.providers.names import dotted
 from speedlint.rules.data._loaders import LoaderFacts, kwarg, loader_facts, sync_loading
 
 WORKERS_CODE = "min(8, os.cpu_count() or 1)"
 PIN_CODE = "torch.cuda.is_available()"
-Element = Union[cst.Arg, cst.DictElement]
 
 
 @dataclass
@@ -309,92 +309,6 @@ def _names_read_per_sample(ctx: FileContext) -> set:
 # -- applying -----------------------------------------------------------------------------------
 
 
-def _append(
-    elements: Sequence[Element], new: Sequence[Element], opening: cst.BaseParenthesizableWhitespace
-) -> List[Element]:
-    """`elements + new`, laid out like the existing elements (one per line stays one per line)."""
-    elements = list(elements)
-    if not new:
-        return elements
-    if not elements:
-        out = [n.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for n in new]
-        out[-1] = out[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return out
-    last = elements[-1]
-    if len(elements) >= 2 and isinstance(elements[-2].comma, cst.Comma):
-        sep = elements[-2].comma
-    elif isinstance(opening, cst.ParenthesizedWhitespace):
-        sep = cst.Comma(whitespace_after=opening)
-    else:
-        sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    final_comma = last.comma
-    tail_ws = {}
-    if isinstance(last, cst.Arg):
-        tail_ws = {"whitespace_after_arg": last.whitespace_after_arg}
-        last = last.with_changes(whitespace_after_arg=cst.SimpleWhitespace(""))
-    out: List[Element] = [*elements[:-1], last.with_changes(comma=sep)]
-    for n in new[:-1]:
-        out.append(n.with_changes(comma=sep))
-    out.append(new[-1].with_changes(comma=final_comma, **tail_ws))
-    return out
-
-
-def add_keywords(node: cst.CSTNode, items: Sequence[Tuple[str, cst.BaseExpression]]) -> cst.CSTNode:
-    """Add `name=value` keywords to a call, or `"name": value` entries to a dict literal."""
-    if isinstance(node, cst.Call):
-        have = {a.keyword.value for a in node.args if a.keyword is not None}
-        new = [
-            cst.Arg(
-                value=v,
-                keyword=cst.Name(k),
-                equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
-            )
-            for k, v in items
-            if k not in have
-        ]
-        # keywords go before a trailing `**kwargs` splat only if nothing follows; appending is valid
-        return node.with_changes(args=_append(node.args, new, node.whitespace_before_args))
-    if isinstance(node, cst.Dict):
-        quote = '"'
-        for el in node.elements:
-            if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString):
-                quote = el.key.quote[-1]
-                break
-        new_els = [cst.DictElement(key=cst.SimpleString(f"{quote}{k}{quote}"), value=v) for k, v in items]
-        return node.with_changes(elements=_append(node.elements, new_els, node.lbrace.whitespace_after))  # type: ignore[arg-type]
-    return node
-
-
-MAX_LINE = 99
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module(body=()).code_for_node(node)
-
-
-def _multiline(node: cst.CSTNode) -> bool:
-    return "\n" in _code(node)
-
-
-def explode(node: cst.CSTNode) -> cst.CSTNode:
-    """One argument (or dict entry) per line, with a trailing comma, like black."""
-    inner = cst.ParenthesizedWhitespace(indent=True, last_line=cst.SimpleWhitespace("    "))
-    close = cst.ParenthesizedWhitespace(indent=True, last_line=cst.SimpleWhitespace(""))
-    if isinstance(node, cst.Call):
-        args = [a.with_changes(comma=cst.Comma(whitespace_after=inner), whitespace_after_arg=cst.SimpleWhitespace("")) for a in node.args]
-        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=close))
-        return node.with_changes(args=args, whitespace_before_args=inner)
-    if isinstance(node, cst.Dict):
-        els = [e.with_changes(comma=cst.Comma(whitespace_after=inner)) for e in node.elements]
-        els[-1] = els[-1].with_changes(comma=cst.Comma())
-        return node.with_changes(
-            elements=els,
-            lbrace=cst.LeftCurlyBrace(whitespace_after=inner),
-            rbrace=cst.RightCurlyBrace(whitespace_before=close),
-        )
-    return node
-
-
 class _Apply(cst.CSTTransformer):
     def __init__(self, module_plan: ModulePlan) -> None:
         super().__init__()
@@ -419,7 +333,7 @@ class _Apply(cst.CSTTransformer):
         if original_node in self.add:
             updated_node = add_keywords(updated_node, self.add[original_node])
             column = self.columns.get(original_node, 0)
-            if column + len(_code(updated_node)) > MAX_LINE and not _multiline(updated_node):
+            if column + len(code_of(updated_node)) > MAX_LINE and not is_multiline(updated_node):
                 updated_node = explode(updated_node)
         return updated_node
 
@@ -531,14 +445,6 @@ def tune_module(module: cst.Module, settings: Optional[Settings] = None) -> cst.
 
 def tune_source(source: str, settings: Optional[Settings] = None) -> str:
     return tune_module(cst.parse_module(source), settings).code
-
-
-def keywords_edit(ctx: FileContext, node: cst.CSTNode, items: Sequence[Tuple[str, cst.BaseExpression]]) -> cst.CSTNode:
-    """`node` (a call or dict literal) with keywords added, wrapped one per line when too long."""
-    new = add_keywords(node, items)
-    if ctx.position(node).start.column + len(_code(new)) > MAX_LINE and not _multiline(new):
-        new = explode(new)
-    return new
 
 
 def keyword_site(ctx: FileContext, call: cst.Call) -> Optional[cst.CSTNode]:

@@ -93,6 +93,9 @@ class CudnnAutotunerDisabled(Rule):
     )
     fixes = (DISPLAY_ONLY,)
     triggers = ("cudnn",)
+    ast_precondition = staticmethod(
+        lambda facts: facts.may_use_gpu and facts.may_call_backward and facts.uses_any("benchmark", "deterministic")
+    )
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:

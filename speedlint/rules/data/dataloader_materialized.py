@@ -65,6 +65,7 @@ class DataLoaderMaterialized(Rule):
     )
     fixes = (SAFE, DISPLAY_ONLY)
     triggers = ("list(", "next(")
+    ast_precondition = staticmethod(lambda facts: facts.may_have_training_step and facts.calls_any("list", "next"))
 
     def visit_Call(self, node: cst.Call) -> None:
         name = node.func.value if isinstance(node.func, cst.Name) else None

@@ -64,6 +64,9 @@ class DataLoaderPageableMemory(Rule):
     )
     fixes = (SAFE, DISPLAY_ONLY)
     triggers = ("DataLoader",)
+    ast_precondition = staticmethod(
+        lambda facts: facts.may_use_gpu and facts.has_stmt_loop and facts.calls_any("to", "cuda") and facts.uses_any("DataLoader")
+    )
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx

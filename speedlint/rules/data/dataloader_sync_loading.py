@@ -93,6 +93,7 @@ class DataLoaderSyncLoading(Rule):
     )
     fixes = (UNSAFE, DISPLAY_ONLY)
     triggers = ("DataLoader",)
+    ast_precondition = staticmethod(lambda facts: facts.uses_any("DataLoader"))
 
     def visit_Call(self, node: cst.Call) -> None:
         if not is_dataloader(self.ctx, node):

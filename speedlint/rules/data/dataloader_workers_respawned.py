@@ -65,6 +65,7 @@ class DataLoaderWorkersRespawned(Rule):
     )
     fixes = (SAFE, DISPLAY_ONLY)
     triggers = ("DataLoader",)
+    ast_precondition = staticmethod(lambda facts: facts.may_have_training_step and facts.uses_any("DataLoader"))
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx

@@ -84,6 +84,9 @@ class NoGradInference(Rule):
     )
     fixes = (SAFE, UNSAFE)
     triggers = ("no_grad",)
+    ast_precondition = staticmethod(
+        lambda facts: facts.uses_any("no_grad") and (facts.has_stmt_loop or facts.calls_any("eval", "train") or facts.defines_eval_function)
+    )
 
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
         super().__init__(ctx)
@@ -106,13 +109,17 @@ class NoGradInference(Rule):
             return
         facts = self.ctx.torch
         fn = facts.enclosing_function(node)
-        if self._training_context(node, fn) or self._has_backward(node.body):
+        # an evaluation function called from the training step (e.g. every N steps) is still an
+        # evaluation: allowed when nothing but host values leaves the block (checked below)
+        periodic_eval = fn is not None and facts.is_eval_function(fn)
+        training = self._training_context(node, fn)
+        if (training and not periodic_eval) or self._has_backward(node.body):
             return
         if updates_parameters(self.ctx, node.body) or not self.models.runs_forward(node.body):
             return
         scope: cst.CSTNode = fn if fn is not None else self.ctx.module
         escapes = Escapes(self.ctx, self.models, scope, node.body, whole_function=False)
-        if escapes.training_bound:
+        if escapes.training_bound or (training and escapes.unsafe):
             return
         if escapes.unsafe and self._scope_trains(fn):
             return  # tensors from this block stay in a function that trains: they may reach autograd

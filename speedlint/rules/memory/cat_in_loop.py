@@ -102,6 +102,9 @@ class CatInLoop(Rule):
     )
     fixes = (SAFE, DISPLAY_ONLY)
     triggers = ("cat(", "concat", "stack(", "cat (")
+    ast_precondition = staticmethod(
+        lambda facts: facts.has_stmt_loop and facts.uses_any("cat", "concat", "concatenate", "vstack", "hstack", "row_stack", "stack")
+    )
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) != 1:

@@ -90,6 +90,7 @@ class EmptyCacheInLoop(Rule):
     )
     fixes = (SAFE, DISPLAY_ONLY)
     triggers = ("empty_cache",)
+    ast_precondition = staticmethod(lambda facts: facts.uses_any("empty_cache"))
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self.ctx.matches(node.func, *EMPTY_CACHE):

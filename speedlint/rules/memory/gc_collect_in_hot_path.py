@@ -63,6 +63,7 @@ class GcCollectInHotPath(Rule):
     )
     fixes = (SAFE, DISPLAY_ONLY)
     triggers = ("collect",)
+    ast_precondition = staticmethod(lambda facts: facts.uses_any("collect"))
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self.ctx.matches(node.func, "gc.collect"):

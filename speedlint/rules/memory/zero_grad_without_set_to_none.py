@@ -83,6 +83,7 @@ class ZeroGradWithoutSetToNone(Rule):
     )
     fixes = (SAFE, UNSAFE, DISPLAY_ONLY)
     triggers = ("zero_grad",)
+    ast_precondition = staticmethod(lambda facts: facts.calls_any("zero_grad"))
 
     def __init__(self, ctx):  # type: ignore[no-untyped-def]
         super().__init__(ctx)

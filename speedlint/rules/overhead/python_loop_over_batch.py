@@ -102,6 +102,9 @@ class PythonLoopOverBatch(Rule):
     fixes = (DISPLAY_ONLY,)
     #: the loop must be in a forward, a loss function or a training step (which has a backward)
     triggers = ("forward", "backward", "loss", "criterion")
+    ast_precondition = staticmethod(
+        lambda facts: facts.has_loop and ("forward" in facts.functions or facts.defines_any(_LOSS_FUNCTION) or facts.may_have_training_step)
+    )
 
     def __init__(self, ctx):  # type: ignore[no-untyped-def]
         super().__init__(ctx)

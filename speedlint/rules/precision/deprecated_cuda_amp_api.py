@@ -57,6 +57,7 @@ class DeprecatedCudaAmpApi(Rule):
     )
     fixes = (SAFE,)
     triggers = ("cuda.amp",)
+    ast_precondition = staticmethod(lambda facts: facts.uses_any("autocast", "GradScaler"))
 
     def visit_Module(self, node: cst.Module) -> None:
         for site in deprecated_sites(self.ctx):

@@ -75,6 +75,7 @@ class Fp32TrainingStep(Rule):
     )
     fixes = (UNSAFE,)
     triggers = ("backward",)
+    ast_precondition = staticmethod(lambda facts: facts.may_use_gpu and facts.may_have_training_step)
 
     def visit_Module(self, node: cst.Module) -> None:
         ctx = self.ctx

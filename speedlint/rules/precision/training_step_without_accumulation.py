@@ -63,6 +63,7 @@ class TrainingStepWithoutAccumulation(Rule):
     )
     fixes = (UNSAFE,)
     triggers = ("backward",)
+    ast_precondition = staticmethod(lambda facts: facts.may_have_training_step)
     default_enabled = False
 
     def visit_Module(self, node: cst.Module) -> None:
