@@ -215,6 +215,14 @@ def measure(name: str, cmd: List[str], cwd: Path, timeout: float, env: Optional[
     return Result(name, None if note.startswith("timed out") else wall, peak, proc.returncode, note, text, cpu)
 
 
+def _load() -> str:
+    """The 1-minute load average (other jobs on the machine inflate wall times)."""
+    try:
+        return f"{os.getloadavg()[0]:.2f}"
+    except (OSError, AttributeError):
+        return "?"
+
+
 # -- main ------------------------------------------------------------------------------------------
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -233,6 +241,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.prepare_only:
         log(f"tools: {tools}")
         return 0
+    load_before = _load()
     speedlint = [sys.executable, "-m", "speedlint"]
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="0")
     target = str(tree)
@@ -268,7 +277,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     # -- report
     cold = results["speedlint cold"].wall
-    print(f"\nCorpus: {n_files} files, {n_bytes / 1e6:.1f} MB ({', '.join(args.packages)}); {os.cpu_count()} cores, --jobs {args.jobs}\n")
+    cold_cpu = results["speedlint cold"].cpu
+    load_after = _load()
+    print(f"\nCorpus: {n_files} files, {n_bytes / 1e6:.1f} MB ({', '.join(args.packages)}); {os.cpu_count()} cores, --jobs {args.jobs}")
+    print(f"Load average (1 min) before the runs: {load_before}, after: {load_after} (other jobs inflate wall times; CPU seconds are steadier)\n")
     print(f"{'run':<22}{'wall s':>10}{'CPU s':>10}{'files/s':>10}{'peak MiB':>10}{'vs speedlint cold':>20}  note")
     for name, r in results.items():
         wall = f"{r.wall:.2f}" if r.wall is not None else "-"
@@ -281,17 +293,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{name:<22}{wall:>10}{cpu:>10}{fps:>10}{peak:>10}{ratio:>20}  {r.note}")
     print()
     if cold:
+        def cpu_ratio(other: Optional[Result], inverse: bool = False) -> str:
+            if other is None or not other.cpu or not cold_cpu:
+                return ""
+            value = cold_cpu / other.cpu if inverse else other.cpu / cold_cpu
+            return f"; in CPU seconds {value:.2f}x"
+
         tf = results.get("torchfix 0.7.0")
         if tf is not None and tf.wall:
-            print(f"speedlint cold is {tf.wall / cold:.1f}x faster than TorchFix (goal >= 25x)")
+            print(f"speedlint cold is {tf.wall / cold:.1f}x faster than TorchFix (goal >= 25x){cpu_ratio(tf)}")
         elif tf is not None and tf.note.startswith("timed out"):
             print(f"speedlint cold is more than {args.timeout / cold:.1f}x faster than TorchFix (it timed out; goal >= 25x)")
         hp = results.get("hotpath-ai 0.1.0")
         if hp is not None and hp.wall:
-            print(f"speedlint cold takes {cold / hp.wall:.2f}x the time of hotpath-ai (goal <= 2x)")
+            print(f"speedlint cold takes {cold / hp.wall:.2f}x the time of hotpath-ai (goal <= 2x){cpu_ratio(hp, inverse=True)}")
         rf = results.get("ruff --select ALL")
         if rf is not None and rf.wall:
-            print(f"speedlint cold takes {cold / rf.wall:.2f}x the time of ruff (stretch goal <= 3x)")
+            print(f"speedlint cold takes {cold / rf.wall:.2f}x the time of ruff (stretch goal <= 3x){cpu_ratio(rf, inverse=True)}")
         warm = results["speedlint warm"]
         if warm.wall:
             print(f"speedlint warm re-run: {warm.wall:.2f} s (goal < 1 s for ~2,000 files)")
@@ -306,6 +324,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({
             "files": n_files, "bytes": n_bytes, "packages": args.packages, "jobs": args.jobs,
+            "load_before": load_before, "load_after": load_after,
             "runs": {k: {"wall": r.wall, "cpu": r.cpu, "peak_bytes": r.peak, "rc": r.rc, "note": r.note} for k, r in results.items()},
         }, indent=2))
     return 0

@@ -61,21 +61,20 @@ def _facts(text: str) -> Optional[AstFacts]:
         return None
 
 
-def assert_prelook_loses_nothing(text: str, path: str, equivalence: bool = True) -> int:
+def assert_prelook_loses_nothing(text: str, path: str, all_settings: bool = True) -> int:
     """Checks one file; returns its number of findings (without the pre-look)."""
     facts = _facts(text)
     total = 0
-    for settings in _settings_for(text):
+    for settings in _settings_for(text)[0 if all_settings else -1 :]:
         rules = select_rules(settings.select)
         without = analyze_text(text, path, rules, settings, prelook=False)
         total += len(without.findings)
         if facts is not None:
             missed = sorted({f.code for f in without.findings if not BY_CODE[f.code].ast_precondition(facts)})  # type: ignore[attr-defined]
             assert not missed, f"{path}: the ast_precondition of {missed} is False, yet the rule reports findings"
-        if equivalence:
-            with_ = analyze_text(text, path, rules, settings)
-            assert [_key(f) for f in with_.findings] == [_key(f) for f in without.findings], path
-            assert with_.diagnostics == without.diagnostics, path
+        with_ = analyze_text(text, path, rules, settings)
+        assert [_key(f) for f in with_.findings] == [_key(f) for f in without.findings], path
+        assert with_.diagnostics == without.diagnostics, path
     return total
 
 
@@ -163,7 +162,7 @@ def test_factory_moved_to_device():
 _INTERESTING = ("backward", "DataLoader", "no_grad", "zero_grad", "empty_cache", "collect", "cudnn", ".cuda(", "__getitem__", "torch.cat")
 
 
-def _real_files(limit: int = 200, max_bytes: int = 60_000) -> List[Path]:
+def _real_files(limit: int = 200, max_bytes: int = 40_000) -> List[Path]:
     try:
         import importlib.util
 
@@ -206,5 +205,7 @@ def test_real_code_sample():
     findings = 0
     for path in REAL_FILES:
         text = path.read_text(encoding="utf-8", errors="replace")
-        findings += assert_prelook_loses_nothing(text, str(path))
+        # one settings (the old target: SPD403's bare form too): every file costs one LibCST run
+        findings += assert_prelook_loses_nothing(text, str(path), all_settings=False)
     assert len(REAL_FILES) >= 100
+    assert findings > 0  # the sample does exercise some rules

@@ -8,16 +8,18 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Dict, List, Optional, Sequence, Tuple, Type
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type
 
 import libcst as cst
 
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.context import FileContext
+from speedlint.analyzer.providers.walk import visit_batched as fast_visit_batched
 from speedlint.analyzer.rule import Diagnostic, Edit, Finding, Rule
 from speedlint.analyzer.sources import Source, SourceError, read_source
 
@@ -70,6 +72,34 @@ class Profile:
 _CAST_METHODS = frozenset({"float", "double", "half", "bfloat16", "long", "int", "short", "bool", "byte", "char"})
 
 
+#: The last parts of what `TorchFacts.is_grad_off` accepts (`torch.no_grad`, `torch.inference_mode`).
+_GRAD_OFF = frozenset({"no_grad", "inference_mode"})
+
+
+def _last_name(node) -> Optional[str]:  # type: ignore[no-untyped-def]
+    """`a.b.c` -> "c", `c` -> "c" (an `ast` Name/Attribute), else None."""
+    kind = node.__class__.__name__
+    if kind == "Attribute":
+        return node.attr  # type: ignore[no-any-return]
+    if kind == "Name":
+        return node.id  # type: ignore[no-any-return]
+    return None
+
+
+def _dotted(node) -> Optional[str]:  # type: ignore[no-untyped-def]
+    """`a.b.c` for an `ast` Name/Attribute chain, else None (like `providers.names.dotted`)."""
+    import ast
+
+    parts = []
+    while node.__class__ is ast.Attribute:
+        parts.append(node.attr)
+        node = node.value
+    if node.__class__ is ast.Name:
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
 class AstFacts:
     """A cheap first look at a file with the standard library's `ast` (5-7x faster than LibCST).
 
@@ -92,29 +122,58 @@ class AstFacts:
         import ast
 
         self.text = text
-        names: set = set()
+        names: Dict[str, int] = {}  # identifier -> number of mentions
         calls: set = set()
         imported: set = set()
         aliases: Dict[str, str] = {}
         functions: set = set()
         classes: set = set()
         moved: set = set()
+        grows: set = set()
+        loop_functions: set = set()  # functions with a for/while inside (at any depth)
+        iter_functions: set = set()  # functions with a for/while or a comprehension inside
+        # context of the node being looked at (restored by the markers popped after a subtree)
+        open_functions: List[str] = []  # the functions around it
+        saved: List[Tuple[int, int]] = []  # (loop_depth, grad_loops) of the enclosing functions
+        loop_depth = 0  # for/while loops around it, in its function
+        grad_level = 0  # `with no_grad()`/`inference_mode()` and decorated functions around it
+        grad_loops = 0  # loops around it in its function that are inside a grad-off region
+        nested_grad_off = loop_in_grad_off = eval_mode = False
         loops = stmt_loops = False
+        get = names.get
         Call, Name, Attribute, alias, keyword = ast.Call, ast.Name, ast.Attribute, ast.alias, ast.keyword
+        Assign, Constant, ClassDef, ImportFrom = ast.Assign, ast.Constant, ast.ClassDef, ast.ImportFrom
+        With, AsyncWith = ast.With, ast.AsyncWith
         defs = (ast.FunctionDef, ast.AsyncFunctionDef)
         stmt_loop_kinds = (ast.For, ast.AsyncFor, ast.While)
         comp_kinds = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+        sequences = (ast.List, ast.Tuple)
         AST = ast.AST
+        END_FN, END_GRAD, END_LOOP, END_GRAD_LOOP = object(), object(), object(), object()
         stack: list = [tree]
         pop, push, extend = stack.pop, stack.append, stack.extend
         while stack:
             node = pop()
             kind = node.__class__
+            if kind is object:  # a marker: a subtree is done, restore the context
+                if node is END_LOOP:
+                    loop_depth -= 1
+                elif node is END_GRAD_LOOP:
+                    loop_depth -= 1
+                    grad_loops -= 1
+                elif node is END_GRAD:
+                    grad_level -= 1
+                elif node is END_FN:
+                    open_functions.pop()
+                    loop_depth, grad_loops = saved.pop()
+                continue
             if kind is Name:
-                names.add(node.id)
+                n = node.id
+                names[n] = get(n, 0) + 1
                 continue  # only a context below
             if kind is Attribute:
-                names.add(node.attr)
+                n = node.attr
+                names[n] = get(n, 0) + 1
                 push(node.value)
                 continue
             if kind is Call:
@@ -136,42 +195,101 @@ class AstFacts:
                                 moved.add(vf.attr)
                             elif vf.__class__ is Name:
                                 moved.add(vf.id)
+                    elif attr == "train" and any(
+                        a.__class__ is Constant and a.value is False for a in [*node.args, *(k.value for k in node.keywords)]
+                    ):
+                        eval_mode = True  # `model.train(False)`
                 elif fk is Name:
                     calls.add(f.id)
+            elif kind is Assign:
+                # `x = f([x, y])` / `x = f((y, x))` (also in a conditional expression) in a loop:
+                # what SPD404 grows
+                if loop_depth and len(node.targets) == 1:
+                    target = _dotted(node.targets[0])
+                    if target is not None:
+                        value = node.value
+                        for v in (value.body, value.orelse) if value.__class__ is ast.IfExp else (value,):
+                            if v.__class__ is not Call:
+                                continue
+                            for a in [*v.args, *(k.value for k in v.keywords)]:
+                                if a.__class__ in sequences and len(a.elts) >= 2 and (
+                                    _dotted(a.elts[0]) == target or _dotted(a.elts[-1]) == target
+                                ):
+                                    vf = v.func
+                                    if vf.__class__ is Attribute:
+                                        grows.add(vf.attr)
+                                    elif vf.__class__ is Name:
+                                        grows.add(vf.id)
             elif kind is keyword:
                 if node.arg:
-                    names.add(node.arg)
+                    names[node.arg] = get(node.arg, 0) + 1
             elif kind is alias:
                 parts = node.name.split(".")
-                names.update(parts)
+                for n in parts:
+                    names[n] = get(n, 0) + 1
                 imported.update(parts)
                 if node.asname:
-                    names.add(node.asname)
+                    names[node.asname] = get(node.asname, 0) + 1
                     aliases[node.asname] = parts[-1]
                 continue
             elif kind in stmt_loop_kinds:
                 loops = stmt_loops = True
+                loop_functions.update(open_functions)
+                iter_functions.update(open_functions)
+                loop_depth += 1
+                if grad_level:
+                    loop_in_grad_off = True
+                    grad_loops += 1
+                    push(END_GRAD_LOOP)
+                else:
+                    push(END_LOOP)
             elif kind in comp_kinds:
                 loops = True
+                iter_functions.update(open_functions)
+            elif kind is With or kind is AsyncWith:
+                if any(_last_name(item.context_expr.func) in _GRAD_OFF for item in node.items if item.context_expr.__class__ is Call):
+                    if grad_loops:
+                        nested_grad_off = True  # a grad-off `with` in a loop that is under grad-off
+                    grad_level += 1
+                    push(END_GRAD)
             elif kind in defs:
-                names.add(node.name)
-                functions.add(node.name)
-            elif kind is ast.ClassDef:
-                names.add(node.name)
+                n = node.name
+                names[n] = get(n, 0) + 1
+                functions.add(n)
+                open_functions.append(n)
+                saved.append((loop_depth, grad_loops))
+                loop_depth = grad_loops = 0
+                push(END_FN)
+                if any(_last_name(d.func if d.__class__ is Call else d) in _GRAD_OFF for d in node.decorator_list):
+                    grad_level += 1
+                    push(END_GRAD)
+            elif kind is ClassDef:
+                names[node.name] = get(node.name, 0) + 1
                 classes.add(node.name)
-            elif kind is ast.ImportFrom and node.module:
-                names.update(node.module.split("."))
+            elif kind is ImportFrom and node.module:
+                for n in node.module.split("."):
+                    names[n] = get(n, 0) + 1
             for field in node._fields:
                 value = getattr(node, field, None)
                 if value.__class__ is list:
                     extend(v for v in value if isinstance(v, AST))
                 elif isinstance(value, AST):
                     push(value)
+        if any(target in _GRAD_OFF and local not in _GRAD_OFF for local, target in aliases.items()):
+            # `from torch import no_grad as ng`: the structure above only knows the literal names
+            nested_grad_off = True
+            loop_in_grad_off = stmt_loops
+
+        def resolved(found: set) -> frozenset:
+            return frozenset(found | {aliases[n] for n in found if n in aliases})
+
         #: every identifier used in code: names, attribute names, imported names and modules,
         #: keywords, definitions; never comments or strings
         self.names = frozenset(names)
-        #: the last part of every called expression (`opt.step()` -> "step", `len(x)` -> "len")
-        self.calls = frozenset(calls)
+        self._mentions = names
+        #: the last part of every called expression (`opt.step()` -> "step", `len(x)` -> "len"),
+        #: plus what an import alias stands for (`DL(...)` after `import DataLoader as DL` -> "DataLoader")
+        self.calls = resolved(calls)
         #: every part of every imported name (`from torch.autograd import backward as bw` -> "backward")
         self.imported = frozenset(imported)
         #: `import x as y` / `from m import x as y`: y -> last part of x
@@ -179,13 +297,30 @@ class AstFacts:
         #: names of functions/methods and classes defined in the file
         self.functions = frozenset(functions)
         self.classes = frozenset(classes)
+        #: functions (by name) with a `for`/`while` inside; with any loop or comprehension inside
+        self.loop_functions = frozenset(loop_functions)
+        self.iter_functions = frozenset(iter_functions)
         #: the last part of each call whose result is moved with `.to(...)`/`.cuda(...)` (through
-        #: argument-less casts), with import aliases resolved: `torch.zeros(3).cuda()` -> "zeros"
-        self.moved = frozenset(moved | {aliases[m] for m in moved if m in aliases})
+        #: argument-less casts), aliases resolved: `torch.zeros(3).cuda()` -> "zeros"
+        self.moved = resolved(moved)
+        #: the last part of each call `f` in `x = f([x, ...])` or `x = f([..., x])`, aliases resolved
+        self.grows = resolved(grows)
+        #: an `x.eval()` or `x.train(False)` call
+        self.calls_eval_mode = "eval" in calls or eval_mode
+        #: a `for`/`while` loop inside a `no_grad()`/`inference_mode()` block or a function decorated
+        #: with one (an evaluation loop for `TorchFacts`), at any depth
+        self.loop_in_grad_off = loop_in_grad_off
+        #: a `with no_grad()/inference_mode()` inside such a loop (in the loop's own function)
+        self.nested_grad_off = nested_grad_off
         #: whether the file has any loop or comprehension
         self.has_loop = loops
         #: whether the file has a `for`/`while` statement (what step, epoch and eval loops are)
         self.has_stmt_loop = stmt_loops
+
+    def mentions(self, *names: str) -> int:
+        """How often the names (or import aliases of them) occur in the code."""
+        wanted = set(names)
+        return sum(c for n, c in self._mentions.items() if n in wanted or self.aliases.get(n) in wanted)
 
     def calls_any(self, *names: str) -> bool:
         return any(n in self.calls for n in names)
@@ -210,21 +345,49 @@ class AstFacts:
         return self.has_stmt_loop and self.may_call_backward and ("step" in self.calls or "optimizer_step" in self.calls)
 
     @cached_property
-    def may_have_eval_code(self) -> bool:
-        """Evidence an evaluation loop or function may exist (`TorchFacts.eval_loops`,
-        `is_eval_function`, `eval_receivers_before`): `no_grad`/`inference_mode`, an `.eval()` or
-        `.train(...)` call, or a function whose name says eval/valid/test/predict/infer."""
-        return (
-            "eval" in self.calls or "train" in self.calls or "no_grad" in self.names
-            or "inference_mode" in self.names or self.defines_eval_function
-        )
-
-    @cached_property
     def defines_eval_function(self) -> bool:
         """A function whose name says eval/valid/test/predict/infer (`TorchFacts.is_eval_function`)."""
         from speedlint.analyzer.providers.training import EVAL_NAME
 
         return self.defines_any(EVAL_NAME)
+
+    @cached_property
+    def has_eval_function_loop(self) -> bool:
+        """A `for`/`while` loop inside a function whose name says eval/valid/test/predict/infer."""
+        from speedlint.analyzer.providers.training import EVAL_NAME
+
+        return any(EVAL_NAME.search(n) for n in self.loop_functions)
+
+    @cached_property
+    def may_have_eval_loop(self) -> bool:
+        """What an evaluation loop (`TorchFacts.eval_loops`) needs: a `for`/`while` loop under
+        `no_grad`/`inference_mode`, an `.eval()`/`.train(False)` call, or a loop inside a function
+        whose name says eval/valid/test/predict/infer."""
+        return self.has_stmt_loop and (self.calls_eval_mode or self.loop_in_grad_off or self.has_eval_function_loop)
+
+    @cached_property
+    def may_have_sample_function(self) -> bool:
+        """What `TorchFacts.sample_functions` needs: `__getitem__`/`__getitems__`, a `collate_fn=`,
+        or a `__call__` in a class whose name says collate."""
+        if "__getitem__" in self.names or "__getitems__" in self.names or "collate_fn" in self.names:
+            return True
+        return "__call__" in self.functions and any("collat" in c.lower() for c in self.classes)
+
+    @cached_property
+    def may_have_hook(self) -> bool:
+        """A framework per-batch hook (`speedlint.analyzer.hot.hook_of`): a method named like one
+        and a mention of one of the framework base classes."""
+        from speedlint.analyzer.hot import EVAL_HOOKS, HOOK_BASES, STEP_HOOKS
+
+        if self.functions.isdisjoint(STEP_HOOKS) and self.functions.isdisjoint(EVAL_HOOKS):
+            return False
+        return any(base.rsplit(".", 1)[-1] in self.names for base in HOOK_BASES)
+
+    @cached_property
+    def may_run_hot(self) -> bool:
+        """Some code may run per training step, per evaluation batch or per sample
+        (`speedlint.analyzer.hot.hot_context`, framework hooks aside)."""
+        return self.may_have_training_step or self.may_have_eval_loop or self.may_have_sample_function
 
     @cached_property
     def may_use_gpu(self) -> bool:
@@ -288,22 +451,23 @@ def analyze_text(
     t2 = time.perf_counter()
     if profile is None:
         ctx = FileContext(path, text, module, settings)
-        visitors = [rule(ctx) for rule in enabled]
+        visitors: List[cst.BatchableCSTVisitor] = [_Batched(rule(ctx)) for rule in enabled]
     else:
         profile.add("parse", t2 - t1)
         profile.parsed += 1
         ctx = _ProfiledContext(path, text, module, settings)
         ctx._profile = profile
-        visitors = [_Timed(rule(ctx), profile) for rule in enabled]  # type: ignore[misc]
+        visitors = [_Timed(rule(ctx), profile) for rule in enabled]
     try:
-        ctx.wrapper.visit_batched(visitors)
+        if not fast_visit_batched(module, [v.get_visitors() for v in visitors]):
+            cst.visit_batched(module, visitors)
     except RecursionError:
         return Analysis(None, [], [Diagnostic(path, "file too deeply nested to analyse")])
     t3 = time.perf_counter()
     findings: List[Finding] = []
     edit_time = 0.0
     for visitor in visitors:
-        rule = visitor.rule if isinstance(visitor, _Timed) else visitor
+        rule = visitor.rule  # type: ignore[attr-defined]
         for report in rule.reports:
             finding, spent = _finding(ctx, rule, report, profile is not None)
             findings.append(finding)
@@ -385,6 +549,42 @@ class _ProfiledContext(FileContext):
     values = _timed_provider("values")
 
 
+_VISITOR_NAMES: Dict[type, Tuple[str, ...]] = {}
+
+
+def visitor_methods(visitor: cst.BatchableCSTVisitor) -> Dict[str, Callable[..., object]]:
+    """What `BatchableCSTVisitor.get_visitors()` answers, without its cost and side effects.
+
+    LibCST's own version runs `inspect.getmembers(self)`, which *evaluates every property* of
+    the visitor (a rule's lazily built analysis, e.g. SPD201's data flow, would be built for
+    every file, needed or not) and walks every attribute. Here the `visit_*`/`leave_*` methods
+    are found once per class (no-op stubs excluded, like LibCST does), then bound.
+    """
+    cls = type(visitor)
+    names = _VISITOR_NAMES.get(cls)
+    if names is None:
+        found = []
+        for name in dir(cls):
+            if not name.startswith(("visit_", "leave_")):
+                continue
+            attr = inspect.getattr_static(cls, name)
+            if inspect.isfunction(attr) and not getattr(attr, "_is_no_op", False):
+                found.append(name)
+        names = _VISITOR_NAMES[cls] = tuple(found)
+    return {name: getattr(visitor, name) for name in names}
+
+
+class _Batched(cst.BatchableCSTVisitor):
+    """A rule in the batched traversal (its visit methods found by `visitor_methods`)."""
+
+    def __init__(self, rule: Rule) -> None:
+        super().__init__()
+        self.rule = rule
+
+    def get_visitors(self):  # type: ignore[no-untyped-def]
+        return visitor_methods(self.rule)
+
+
 class _Timed(cst.BatchableCSTVisitor):
     """Wraps a rule to time its visit methods (only with --profile-rules)."""
 
@@ -411,7 +611,7 @@ class _Timed(cst.BatchableCSTVisitor):
 
             return run
 
-        return {name: timed(fn) for name, fn in self.rule.get_visitors().items()}
+        return {name: timed(fn) for name, fn in visitor_methods(self.rule).items()}
 
 
 def check_file(

@@ -9,7 +9,7 @@ silent rule, not a wrong fix.
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, Optional
+from typing import Dict, Iterable, List, Optional
 
 import libcst as cst
 
@@ -53,7 +53,7 @@ class ImportMap:
     def __init__(self, module: cst.Module) -> None:
         self.aliases: Dict[str, str] = {}
         collector = _ImportCollector(self.aliases)
-        module.visit(collector)
+        collector.collect(module)
 
     def qualname(self, node: cst.BaseExpression) -> Optional[str]:
         """The qualified, canonical name of a Name/Attribute expression, when it is imported."""
@@ -110,3 +110,28 @@ class _ImportCollector(cst.CSTVisitor):
     # Imports never live inside expressions; skipping them keeps the pass cheap.
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
         return any(isinstance(s, (cst.Import, cst.ImportFrom)) for s in node.body)
+
+    def collect(self, module: cst.Module) -> None:
+        """What `module.visit(self)` does, in source order, without LibCST's node rebuilding
+        (`walk.children`) and without descending into expressions (no import lives there)."""
+        from speedlint.analyzer.providers.walk import children
+
+        stack: List[cst.CSTNode] = [module]
+        pop, extend = stack.pop, stack.extend
+        Import, ImportFrom, Line, Expression = cst.Import, cst.ImportFrom, cst.SimpleStatementLine, cst.BaseExpression
+        while stack:
+            node = pop()
+            kind = node.__class__
+            if kind is Import:
+                self.visit_Import(node)  # type: ignore[arg-type]
+                continue
+            if kind is ImportFrom:
+                self.visit_ImportFrom(node)  # type: ignore[arg-type]
+                continue
+            if kind is Line and not self.visit_SimpleStatementLine(node):  # type: ignore[arg-type]
+                continue
+            if isinstance(node, Expression):
+                continue
+            kids = children(node)
+            if kids:
+                extend(reversed(kids))

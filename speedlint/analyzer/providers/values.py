@@ -21,6 +21,7 @@ import libcst as cst
 
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.training import TorchFacts
+from speedlint.analyzer.providers.walk import visit as fast_visit
 
 _MAX_DEPTH = 12
 Scope = Optional[cst.CSTNode]  # a FunctionDef, a ClassDef (class body), or None (module)
@@ -209,7 +210,7 @@ class ValueTracer:
     def index(self) -> _Index:
         if self._index is None:
             self._index = _Index(self.facts)
-            self.facts.module.visit(self._index)
+            fast_visit(self.facts.module, self._index)
         return self._index
 
     # -- public API ------------------------------------------------------------------------

@@ -62,7 +62,7 @@ class DataParallel(Rule):
     )
     fixes = (DISPLAY_ONLY,)
     triggers = ("DataParallel",)
-    ast_precondition = staticmethod(lambda facts: facts.may_use_gpu and facts.uses_any("DataParallel"))
+    ast_precondition = staticmethod(lambda facts: facts.may_use_gpu and facts.calls_any("DataParallel"))
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self.ctx.matches(node.func, "torch.nn.DataParallel"):

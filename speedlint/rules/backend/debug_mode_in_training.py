@@ -114,7 +114,7 @@ class DebugModeInTraining(Rule):
     fixes = (UNSAFE, DISPLAY_ONLY)
     triggers = ("anomaly", "profiler", "emit_nvtx", "gradcheck")
     ast_precondition = staticmethod(
-        lambda facts: facts.may_call_backward and facts.uses_any("set_detect_anomaly", "detect_anomaly", "profile", "emit_nvtx", "gradcheck", "gradgradcheck")
+        lambda facts: facts.may_call_backward and facts.calls_any("set_detect_anomaly", "detect_anomaly", "profile", "emit_nvtx", "gradcheck", "gradgradcheck")
     )
 
     # -- calls as statements -----------------------------------------------------------------

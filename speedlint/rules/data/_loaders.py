@@ -17,11 +17,11 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 import libcst as cst
-import libcst.matchers as m
 
 from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.values import KwArg
+from speedlint.analyzer.providers.walk import visit as fast_visit
 
 DATALOADER = "torch.utils.data.DataLoader"
 TENSOR_DATASET = "torch.utils.data.TensorDataset"
@@ -91,7 +91,7 @@ class LoaderFacts:
         self.keys: Dict[Key, Set[cst.Call]] = {}
         self.returns: Dict[cst.FunctionDef, Set[cst.Call]] = {}
         self._collect = _Collect()
-        ctx.module.visit(self._collect)
+        fast_visit(ctx.module, self._collect)
         if self.calls:
             self._propagate()
         self.loop_origins: Dict[cst.For, Set[cst.Call]] = {}
@@ -212,7 +212,7 @@ class LoaderFacts:
             if calls:
                 self.comp_origins[comp] = calls
         for call in self.ctx.torch.calls:
-            if m.matches(call, m.Call(func=m.Name("next"), args=[m.Arg(value=m.Call(func=m.Name("iter"), args=[m.Arg()]))])):
+            if _is_next_iter(call):
                 inner = call.args[0].value
                 assert isinstance(inner, cst.Call)
                 calls = self.origins(inner.args[0].value)
@@ -398,6 +398,21 @@ class LoaderFacts:
             elif fn in run_by:
                 found.append(run_by[fn])
         return found
+
+
+def _is_next_iter(call: cst.Call) -> bool:
+    """`next(iter(x))`: exactly one argument each (any keyword or star form of it too, as the
+    matcher `Call(func=Name("next"), args=[Arg(value=Call(func=Name("iter"), args=[Arg()]))])` did)."""
+    func = call.func
+    if not isinstance(func, cst.Name) or func.value != "next" or len(call.args) != 1:
+        return False
+    inner = call.args[0].value
+    return (
+        isinstance(inner, cst.Call)
+        and isinstance(inner.func, cst.Name)
+        and inner.func.value == "iter"
+        and len(inner.args) == 1
+    )
 
 
 def is_main_test(test: cst.BaseExpression) -> bool:
@@ -617,7 +632,7 @@ def batches_to_cuda(ctx: FileContext, call: cst.Call) -> Optional[cst.Call]:
 
 def _follow(ctx: FileContext, body: cst.CSTNode, names: Iterable[str], depth: int) -> Optional[cst.Call]:
     taint = _Taint(ctx, names)
-    body.visit(taint)
+    fast_visit(body, taint)
     if taint.found is not None or depth >= 2:
         return taint.found
     f = ctx.torch

@@ -61,7 +61,7 @@ class DataLoaderBuiltInLoop(Rule):
     )
     fixes = (DISPLAY_ONLY,)
     triggers = ("DataLoader",)
-    ast_precondition = staticmethod(lambda facts: facts.may_have_training_step and facts.uses_any("DataLoader"))
+    ast_precondition = staticmethod(lambda facts: facts.may_have_training_step and facts.calls_any("DataLoader"))
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx

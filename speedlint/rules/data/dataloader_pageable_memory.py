@@ -5,7 +5,6 @@ from __future__ import annotations
 import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, SAFE, Fix, Impact, ImportSpec, Rule
-from speedlint.fixers.dataloader import PIN_CODE, keyword_site, keywords_edit
 from speedlint.rules.data._loaders import batches_to_cuda, is_dataloader, kwarg
 
 
@@ -65,7 +64,7 @@ class DataLoaderPageableMemory(Rule):
     fixes = (SAFE, DISPLAY_ONLY)
     triggers = ("DataLoader",)
     ast_precondition = staticmethod(
-        lambda facts: facts.may_use_gpu and facts.has_stmt_loop and facts.calls_any("to", "cuda") and facts.uses_any("DataLoader")
+        lambda facts: facts.may_use_gpu and facts.has_stmt_loop and facts.calls_any("to", "cuda") and facts.calls_any("DataLoader")
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -78,6 +77,8 @@ class DataLoaderPageableMemory(Rule):
         move = batches_to_cuda(ctx, node)
         if move is None:
             return
+        from speedlint.fixers.dataloader import PIN_CODE, keyword_site, keywords_edit  # lazily: libcst.codemod
+
         line = ctx.position(move).start.line
         where = f"`{ctx.code(move)}` on line {line}"
         message = f"batches of this loader are copied to the GPU ({where}) from pageable memory: `pin_memory` is not set"

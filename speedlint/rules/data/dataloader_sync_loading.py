@@ -5,7 +5,6 @@ from __future__ import annotations
 import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, UNSAFE, Fix, Impact, Rule
-from speedlint.fixers.dataloader import plan, tune_module
 from speedlint.rules.data._loaders import is_dataloader, workers_text
 
 
@@ -93,11 +92,13 @@ class DataLoaderSyncLoading(Rule):
     )
     fixes = (UNSAFE, DISPLAY_ONLY)
     triggers = ("DataLoader",)
-    ast_precondition = staticmethod(lambda facts: facts.uses_any("DataLoader"))
+    ast_precondition = staticmethod(lambda facts: facts.calls_any("DataLoader"))
 
     def visit_Call(self, node: cst.Call) -> None:
         if not is_dataloader(self.ctx, node):
             return
+        from speedlint.fixers.dataloader import plan, tune_module  # lazily: it imports libcst.codemod
+
         module_plan = plan(self.ctx)
         loader_plan = module_plan.for_call(node)
         if loader_plan is None:

@@ -7,7 +7,6 @@ from typing import Optional
 import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, SAFE, Fix, Impact, Rule
-from speedlint.fixers.dataloader import _dict_site, _greater_than_zero, _simple, keywords_edit
 from speedlint.rules.data._loaders import is_dataloader, kwarg, loader_facts
 
 
@@ -65,7 +64,7 @@ class DataLoaderWorkersRespawned(Rule):
     )
     fixes = (SAFE, DISPLAY_ONLY)
     triggers = ("DataLoader",)
-    ast_precondition = staticmethod(lambda facts: facts.may_have_training_step and facts.uses_any("DataLoader"))
+    ast_precondition = staticmethod(lambda facts: facts.may_have_training_step and facts.calls_any("DataLoader"))
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
@@ -99,6 +98,8 @@ class DataLoaderWorkersRespawned(Rule):
         return None
 
     def _fix(self, call: cst.Call, workers, persistent) -> Optional[Fix]:  # type: ignore[no-untyped-def]
+        from speedlint.fixers.dataloader import _dict_site, _greater_than_zero, _simple, keywords_edit  # lazily: libcst.codemod
+
         ctx = self.ctx
         node = workers.node
         if not isinstance(node, (cst.Arg, cst.DictElement)):

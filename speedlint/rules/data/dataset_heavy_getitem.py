@@ -93,9 +93,7 @@ class DatasetHeavyGetitem(Rule):
     )
     fixes = (DISPLAY_ONLY,)
     triggers = ("__getitem__", "collate_fn")
-    ast_precondition = staticmethod(
-        lambda facts: facts.uses_any("__getitem__", "__getitems__", "collate_fn") or ("__call__" in facts.functions and any("collat" in c.lower() for c in facts.classes))
-    )
+    ast_precondition = staticmethod(lambda facts: facts.may_have_sample_function)
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx

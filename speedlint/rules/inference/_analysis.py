@@ -20,6 +20,7 @@ import libcst as cst
 
 from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.providers.names import dotted
+from speedlint.analyzer.providers.walk import children
 from speedlint.analyzer.rule import ImportSpec
 
 MODEL_WORDS = {
@@ -83,7 +84,7 @@ def iter_nodes(root: cst.CSTNode, skip_defs: bool = True) -> Iterator[cst.CSTNod
         yield node
         if skip_defs and node is not root and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             continue
-        stack.extend(reversed(node.children))
+        stack.extend(reversed(children(node)))
 
 
 def torch_spelling(ctx: FileContext, func: cst.BaseExpression, attr: str) -> Tuple[cst.BaseExpression, Tuple[ImportSpec, ...]]:

@@ -83,7 +83,7 @@ class EvalBuildsAutogradGraph(Rule):
     fixes = (UNSAFE,)
     triggers = ("eval", "val", "Val", "test", "Test", "predict", "Predict", "infer", "Infer")
     ast_precondition = staticmethod(
-        lambda facts: facts.has_stmt_loop and (facts.calls_any("eval", "train") or facts.defines_eval_function)
+        lambda facts: facts.has_stmt_loop and (facts.calls_eval_mode or facts.has_eval_function_loop)
     )
 
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]

@@ -85,7 +85,7 @@ class NoGradInference(Rule):
     fixes = (SAFE, UNSAFE)
     triggers = ("no_grad",)
     ast_precondition = staticmethod(
-        lambda facts: facts.uses_any("no_grad") and (facts.has_stmt_loop or facts.calls_any("eval", "train") or facts.defines_eval_function)
+        lambda facts: facts.uses_any("no_grad") and (facts.calls_eval_mode or facts.defines_eval_function or facts.may_have_training_step or facts.nested_grad_off)
     )
 
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]

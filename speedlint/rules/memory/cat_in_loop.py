@@ -26,6 +26,8 @@ CONCAT = (
 )
 #: Stacking grows the rank: detected, never rewritten.
 STACK = ("torch.stack", "numpy.stack")
+#: Their last parts (what the `ast` pre-look sees at the call).
+_GROW_NAMES = frozenset(q.rsplit(".", 1)[-1] for q in (*CONCAT, *STACK))
 #: Reads of a tensor's metadata: they do not need the data, a counter could replace them.
 META_ATTRS = {"shape", "dtype", "device", "ndim", "size", "numel", "dim", "nbytes", "itemsize"}
 _TINY_RANGE = 4
@@ -102,9 +104,7 @@ class CatInLoop(Rule):
     )
     fixes = (SAFE, DISPLAY_ONLY)
     triggers = ("cat(", "concat", "stack(", "cat (")
-    ast_precondition = staticmethod(
-        lambda facts: facts.has_stmt_loop and facts.uses_any("cat", "concat", "concatenate", "vstack", "hstack", "row_stack", "stack")
-    )
+    ast_precondition = staticmethod(lambda facts: facts.has_stmt_loop and not facts.grows.isdisjoint(_GROW_NAMES))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) != 1:

@@ -90,7 +90,9 @@ class EmptyCacheInLoop(Rule):
     )
     fixes = (SAFE, DISPLAY_ONLY)
     triggers = ("empty_cache",)
-    ast_precondition = staticmethod(lambda facts: facts.uses_any("empty_cache"))
+    ast_precondition = staticmethod(
+        lambda facts: facts.calls_any("empty_cache") and (facts.may_run_hot or facts.may_have_hook)
+    )
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self.ctx.matches(node.func, *EMPTY_CACHE):

@@ -63,7 +63,7 @@ class GcCollectInHotPath(Rule):
     )
     fixes = (SAFE, DISPLAY_ONLY)
     triggers = ("collect",)
-    ast_precondition = staticmethod(lambda facts: facts.uses_any("collect"))
+    ast_precondition = staticmethod(lambda facts: facts.calls_any("collect") and facts.may_run_hot)
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self.ctx.matches(node.func, "gc.collect"):

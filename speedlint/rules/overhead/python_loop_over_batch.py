@@ -103,7 +103,7 @@ class PythonLoopOverBatch(Rule):
     #: the loop must be in a forward, a loss function or a training step (which has a backward)
     triggers = ("forward", "backward", "loss", "criterion")
     ast_precondition = staticmethod(
-        lambda facts: facts.has_loop and ("forward" in facts.functions or facts.defines_any(_LOSS_FUNCTION) or facts.may_have_training_step)
+        lambda facts: facts.has_loop and (facts.may_have_training_step or any(n == "forward" or _LOSS_FUNCTION.search(n) for n in facts.iter_functions))
     )
 
     def __init__(self, ctx):  # type: ignore[no-untyped-def]

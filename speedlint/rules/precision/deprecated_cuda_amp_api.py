@@ -57,7 +57,9 @@ class DeprecatedCudaAmpApi(Rule):
     )
     fixes = (SAFE,)
     triggers = ("cuda.amp",)
-    ast_precondition = staticmethod(lambda facts: facts.uses_any("autocast", "GradScaler"))
+    ast_precondition = staticmethod(
+        lambda facts: facts.calls_any("autocast", "GradScaler") and facts.uses_any("cuda") and facts.uses_any("amp")
+    )
 
     def visit_Module(self, node: cst.Module) -> None:
         for site in deprecated_sites(self.ctx):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import libcst as cst
 
 from speedlint.analyzer.rule import HIGH, UNSAFE, Fix, Impact, Rule
-from speedlint.fixers import amp
 
 
 class Fp32TrainingStep(Rule):
@@ -81,6 +80,8 @@ class Fp32TrainingStep(Rule):
         ctx = self.ctx
         if not ctx.may_use_gpu:
             return  # CPU-only script: bfloat16 autocast on CPU is rarely faster; no GPU advice
+        from speedlint.fixers import amp  # lazily: it imports libcst.codemod (slow start-up)
+
         plans = amp.plan(ctx)
         module = ctx.module
         for loop, p in plans.items():

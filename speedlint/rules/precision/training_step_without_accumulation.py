@@ -5,7 +5,6 @@ from __future__ import annotations
 import libcst as cst
 
 from speedlint.analyzer.rule import LOW, UNSAFE, Fix, Impact, Rule
-from speedlint.fixers import accumulation
 
 
 class TrainingStepWithoutAccumulation(Rule):
@@ -68,6 +67,8 @@ class TrainingStepWithoutAccumulation(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         ctx = self.ctx
+        from speedlint.fixers import accumulation  # lazily: it imports libcst.codemod (slow start-up)
+
         steps = int(ctx.settings.fix_option("accumulation_steps", 1) or 1)
         module = ctx.module
         for loop, p in accumulation.plan(ctx, steps).items():

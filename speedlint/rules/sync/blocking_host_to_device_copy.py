@@ -72,6 +72,9 @@ class BlockingHostToDeviceCopy(Rule):
     )
     fixes = (SAFE,)
     triggers = ("pin_memory",)
+    ast_precondition = staticmethod(
+        lambda facts: facts.may_use_gpu and facts.has_loop and facts.calls_any("to", "cuda") and facts.calls_any("DataLoader")
+    )
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func

@@ -93,6 +93,10 @@ class HostSyncInTrainingStep(Rule):
     fixes = (DISPLAY_ONLY,)
     triggers = ("item(", "cpu(", "tolist(", "float(", "int(", "bool(", "str(", "print(", "if ", "assert ", "add_scalar", "log", "set_postfix", "{", "%")
 
+    ast_precondition = staticmethod(
+        lambda facts: facts.may_use_gpu and (facts.may_have_training_step or facts.may_have_eval_loop)
+    )
+
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
         super().__init__(ctx)
         self._flow: Optional[Flow] = None

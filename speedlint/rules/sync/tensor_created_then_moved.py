@@ -10,6 +10,7 @@ from speedlint.rules.sync._flow import FACTORIES, MAYBE_DEVICE, RANDOM_FACTORIES
 
 #: Factories whose values are exact in every dtype: creating them in the target dtype directly
 #: gives the same tensor as creating then casting.
+_ALL_FACTORIES = frozenset(FACTORIES | RANDOM_FACTORIES)
 _CASTS = {"float", "double", "half", "bfloat16", "long", "int", "short", "bool", "byte", "char"}
 _EXACT = {"zeros", "ones", "empty", "eye", "zeros_like", "ones_like", "empty_like"}
 
@@ -61,6 +62,9 @@ class TensorCreatedThenMoved(Rule):
     )
     fixes = (SAFE, UNSAFE)
     triggers = (".to(", ".cuda(")
+    ast_precondition = staticmethod(
+        lambda facts: facts.may_use_gpu and bool(facts.moved & _ALL_FACTORIES)
+    )
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
