@@ -284,8 +284,11 @@ def test_ast_prelook_is_conservative():  # type: ignore[no-untyped-def]
     assert ast_prelook(train, [Needs, Loader]) == [Needs]
     assert ast_prelook("# backward step DataLoader\nx = 1\n", [Needs, Loader]) == []
     assert ast_prelook("from torch.utils.data import DataLoader as DL\n", [Needs, Loader]) == [Loader]
-    # what `ast` cannot parse goes to LibCST unchanged (it reports the error)
-    assert ast_prelook("def f(:\n", [Needs, Loader]) == [Needs, Loader]
+    # what `ast` cannot parse goes to LibCST unchanged (it reports the error) ...
+    broken = "def f(:\n    for x in DataLoader(ds):\n        loss.backward()\n        opt.step()\n"
+    assert ast_prelook(broken, [Needs, Loader]) == [Needs, Loader]
+    # ... unless the text alone already rules every precondition out (no parse at all)
+    assert ast_prelook("def f(:\n", [Needs, Loader]) == []
     facts = AstFacts(__import__("ast").parse(train))
     assert facts.calls_any("backward") and facts.has_loop and "loss" in facts.names
 
@@ -308,3 +311,27 @@ def test_ast_prelook_skips_libcst_when_no_rule_can_fire(monkeypatch):  # type: i
     analysis = analyze_text(text, "a.py", [OnlyInSteps], Settings(), profile)
     assert analysis.findings == [] and analysis.ctx is None
     assert profile.parsed == 0 and "ast pre-look" in profile.phases
+
+
+def test_analysed_trees_are_released():  # type: ignore[no-untyped-def]
+    """Nothing keeps a file's context (and so its trees) alive once its analysis is dropped:
+    a per-file cache keyed by the context in a module-level weak dictionary, whose value refers
+    back to the context, once kept every tree of a run alive (~1 GiB on a large corpus)."""
+    import gc
+    import weakref
+    from pathlib import Path
+
+    from speedlint.analyzer.config import Settings
+    from speedlint.analyzer.registry import all_rules, select_rules
+
+    codes = tuple(r.code for r in all_rules())
+    settings = Settings(select=codes)
+    rules = select_rules(codes)
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures" / "rules"
+    for name in ("SPD201.py", "SPD203.py", "SPD101.py", "SPD602.py"):
+        analysis = analyze_text((fixtures / name).read_text(encoding="utf-8"), name, rules, settings)
+        assert analysis.ctx is not None and analysis.findings
+        ref = weakref.ref(analysis.ctx)
+        del analysis
+        gc.collect()
+        assert ref() is None, f"{name}: the FileContext outlives its analysis"

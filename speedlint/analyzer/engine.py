@@ -16,6 +16,7 @@ from functools import cached_property
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type
 
 import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.context import FileContext
@@ -72,8 +73,26 @@ class Profile:
 _CAST_METHODS = frozenset({"float", "double", "half", "bfloat16", "long", "int", "short", "bool", "byte", "char"})
 
 
+#: Compiled whole-word searches (`AstFacts.text_has_word`), by the names searched.
+_WORDS: Dict[Tuple[str, ...], "re.Pattern[str]"] = {}
+#: Compiled call searches (`AstFacts.text_may_call`), by the names searched.
+_CALLS: Dict[Tuple[str, ...], "re.Pattern[str]"] = {}
+#: A call's result (or a parenthesized expression) followed by `.to`/`.cuda`. (Each alternative
+#: in the repeated group starts with a different character and a comment runs to its newline:
+#: one way to match, no catastrophic backtracking.)
+_MOVE = re.compile(r"\)(?:\s|\\|#[^\n]*\n)*\.(?:\s|\\)*(?:to|cuda)\b")
+#: The name after every `def` (also `async def`, and across a line continuation).
+_DEF_NAME = re.compile(r"\bdef[\s\\]+(\w+)")
+_GRAD_OFF_WORD = re.compile(r"\b(?:no_grad|inference_mode)\b")
+_GRAD_OFF_ALIAS = re.compile(r"\b(?:no_grad|inference_mode)(?:\s|\\)+as\b")
 #: The last parts of what `TorchFacts.is_grad_off` accepts (`torch.no_grad`, `torch.inference_mode`).
 _GRAD_OFF = frozenset({"no_grad", "inference_mode"})
+
+
+def _is_eval_name(name: str) -> bool:
+    from speedlint.analyzer.providers.training import EVAL_NAME
+
+    return EVAL_NAME.search(name) is not None
 
 
 def _last_name(node) -> Optional[str]:  # type: ignore[no-untyped-def]
@@ -118,10 +137,39 @@ class AstFacts:
     `DataLoader` through any import spelling can test `uses_any("DataLoader")`.
     """
 
-    def __init__(self, tree: "ast.Module", text: str = "") -> None:
+    #: what the walk over the tree sets (the first use of one of them parses the text)
+    _FROM_TREE = frozenset({
+        "names", "_mentions", "calls", "imported", "aliases", "functions", "classes", "loop_functions",
+        "iter_functions", "moved", "grows", "calls_eval_mode", "loop_in_grad_off", "nested_grad_off",
+        "has_loop", "has_stmt_loop", "eval_call_scopes", "loop_scopes", "no_grad_scopes",
+    })
+
+    def __init__(self, tree: Optional["ast.Module"] = None, text: str = "") -> None:
+        #: the source text (the tree is parsed from it when `tree` is None, on first need only:
+        #: a precondition that a text check already answers costs no parse)
+        self.text = text
+        self._tree = tree
+        self._text_checks = tree is None or bool(text)  # a bare tree: no text to look at
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        if name in AstFacts._FROM_TREE and "_scanned" not in self.__dict__:
+            self._scan()
+            return getattr(self, name)
+        raise AttributeError(name)
+
+    def _scan(self) -> None:
+        """One walk over the tree (parsed from the text when needed: SyntaxError propagates)."""
         import ast
 
-        self.text = text
+        tree = self._tree
+        if tree is None:
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # invalid escape sequences etc.: LibCST's business
+                tree = ast.parse(self.text)
+        self._tree = None  # not kept: only the facts are
+        self._scanned = True
         names: Dict[str, int] = {}  # identifier -> number of mentions
         calls: set = set()
         imported: set = set()
@@ -134,6 +182,9 @@ class AstFacts:
         iter_functions: set = set()  # functions with a for/while or a comprehension inside
         # context of the node being looked at (restored by the markers popped after a subtree)
         open_functions: List[str] = []  # the functions around it
+        eval_call_scopes: set = set()  # innermost function ("" at module level) with an eval/train call
+        loop_scopes: set = set()  # innermost function ("" at module level) with a for/while loop
+        no_grad_scopes: set = set()  # innermost function of a `with no_grad()`; a decorated function
         saved: List[Tuple[int, int]] = []  # (loop_depth, grad_loops) of the enclosing functions
         loop_depth = 0  # for/while loops around it, in its function
         grad_level = 0  # `with no_grad()`/`inference_mode()` and decorated functions around it
@@ -195,10 +246,13 @@ class AstFacts:
                                 moved.add(vf.attr)
                             elif vf.__class__ is Name:
                                 moved.add(vf.id)
+                    elif attr == "eval":
+                        eval_call_scopes.add(open_functions[-1] if open_functions else "")
                     elif attr == "train" and any(
                         a.__class__ is Constant and a.value is False for a in [*node.args, *(k.value for k in node.keywords)]
                     ):
                         eval_mode = True  # `model.train(False)`
+                        eval_call_scopes.add(open_functions[-1] if open_functions else "")
                 elif fk is Name:
                     calls.add(f.id)
             elif kind is Assign:
@@ -236,6 +290,7 @@ class AstFacts:
                 loops = stmt_loops = True
                 loop_functions.update(open_functions)
                 iter_functions.update(open_functions)
+                loop_scopes.add(open_functions[-1] if open_functions else "")
                 loop_depth += 1
                 if grad_level:
                     loop_in_grad_off = True
@@ -247,7 +302,10 @@ class AstFacts:
                 loops = True
                 iter_functions.update(open_functions)
             elif kind is With or kind is AsyncWith:
-                if any(_last_name(item.context_expr.func) in _GRAD_OFF for item in node.items if item.context_expr.__class__ is Call):
+                grad_off = [_last_name(item.context_expr.func) for item in node.items if item.context_expr.__class__ is Call]
+                if "no_grad" in grad_off:
+                    no_grad_scopes.add(open_functions[-1] if open_functions else "")
+                if "no_grad" in grad_off or "inference_mode" in grad_off:
                     if grad_loops:
                         nested_grad_off = True  # a grad-off `with` in a loop that is under grad-off
                     grad_level += 1
@@ -260,7 +318,10 @@ class AstFacts:
                 saved.append((loop_depth, grad_loops))
                 loop_depth = grad_loops = 0
                 push(END_FN)
-                if any(_last_name(d.func if d.__class__ is Call else d) in _GRAD_OFF for d in node.decorator_list):
+                decorators = [_last_name(d.func if d.__class__ is Call else d) for d in node.decorator_list]
+                if "no_grad" in decorators:
+                    no_grad_scopes.add(n)
+                if "no_grad" in decorators or "inference_mode" in decorators:
                     grad_level += 1
                     push(END_GRAD)
             elif kind is ClassDef:
@@ -275,7 +336,8 @@ class AstFacts:
                     extend(v for v in value if isinstance(v, AST))
                 elif isinstance(value, AST):
                     push(value)
-        if any(target in _GRAD_OFF and local not in _GRAD_OFF for local, target in aliases.items()):
+        aliased_grad_off = any(target in _GRAD_OFF and local not in _GRAD_OFF for local, target in aliases.items())
+        if aliased_grad_off:
             # `from torch import no_grad as ng`: the structure above only knows the literal names
             nested_grad_off = True
             loop_in_grad_off = stmt_loops
@@ -312,6 +374,12 @@ class AstFacts:
         self.loop_in_grad_off = loop_in_grad_off
         #: a `with no_grad()/inference_mode()` inside such a loop (in the loop's own function)
         self.nested_grad_off = nested_grad_off
+        #: innermost functions (by name; "" for module level) with an `x.eval()`/`x.train(False)` call, with a
+        #: `for`/`while` loop, with a `with no_grad()` (or decorated with `no_grad`; None: unknown,
+        #: `no_grad` is imported under an alias)
+        self.eval_call_scopes = frozenset(eval_call_scopes)
+        self.loop_scopes = frozenset(loop_scopes)
+        self.no_grad_scopes: Optional[frozenset] = None if aliased_grad_off else frozenset(no_grad_scopes)
         #: whether the file has any loop or comprehension
         self.has_loop = loops
         #: whether the file has a `for`/`while` statement (what step, epoch and eval loops are)
@@ -322,11 +390,52 @@ class AstFacts:
         wanted = set(names)
         return sum(c for n, c in self._mentions.items() if n in wanted or self.aliases.get(n) in wanted)
 
+    def text_has(self, *tokens: str) -> bool:
+        """Whether one of the tokens occurs in the text (no parse; comments and strings count)."""
+        if not self._text_checks:
+            return True
+        text = self.text
+        return any(t in text for t in tokens)
+
+    def text_has_word(self, *names: str) -> bool:
+        """Whether one of the identifiers occurs in the text as a whole word (no parse)."""
+        if not self._text_checks:
+            return True
+        text = self.text
+        if not any(n in text for n in names):
+            return False  # the common answer, without a regex
+        pattern = _WORDS.get(names)
+        if pattern is None:
+            pattern = _WORDS[names] = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, names)))
+        return pattern.search(text) is not None
+
+    def text_may_call(self, *names: str) -> bool:
+        """Text check (no parse) for `calls_any`: one of the names followed by `(` (whitespace,
+        comments and line continuations allowed between) or by `as` (an import alias)."""
+        if not self._text_checks:
+            return True
+        if not self.text_has_word(*names):
+            return False
+        pattern = _CALLS.get(names)
+        if pattern is None:
+            pattern = _CALLS[names] = re.compile(
+                r"\b(?:%s)(?:\s|\\|#[^\n]*\n)*(?:\(|as\b)" % "|".join(map(re.escape, names))
+            )
+        return pattern.search(self.text) is not None
+
+    def moves_any(self, *names: str) -> bool:
+        """Whether the result of a call of one of the names is moved with `.to()`/`.cuda()`
+        (`moved`), after a text check: a `)` followed by `.to`/`.cuda`."""
+        if self._text_checks and _MOVE.search(self.text) is None:
+            return False
+        return not self.moved.isdisjoint(names)
+
     def calls_any(self, *names: str) -> bool:
-        return any(n in self.calls for n in names)
+        # a called name (or the import an alias comes from) is spelled out in the text
+        return self.text_may_call(*names) and any(n in self.calls for n in names)
 
     def uses_any(self, *names: str) -> bool:
-        return any(n in self.names for n in names)
+        return self.text_has_word(*names) and any(n in self.names for n in names)
 
     def defines_any(self, pattern: "re.Pattern[str]") -> bool:
         """Whether a function or method defined in the file has a name `pattern` searches."""
@@ -336,13 +445,17 @@ class AstFacts:
     def may_call_backward(self) -> bool:
         """A `x.backward()`/`manual_backward()` call, or `torch.autograd.backward` imported by name
         (what `TorchFacts.is_backward` accepts)."""
+        if not self.text_has_word("backward", "manual_backward"):
+            return False
         return "backward" in self.calls or "manual_backward" in self.calls or "backward" in self.imported
 
     @cached_property
     def may_have_training_step(self) -> bool:
         """A `for`/`while` loop, a backward and an optimizer step call: what a training-step loop
         (`TorchFacts.step_loops`, hence also epoch loops and step functions) needs."""
-        return self.has_stmt_loop and self.may_call_backward and ("step" in self.calls or "optimizer_step" in self.calls)
+        if not self.text_has_word("step", "optimizer_step") or not self.may_call_backward:
+            return False
+        return self.has_stmt_loop and ("step" in self.calls or "optimizer_step" in self.calls)
 
     @cached_property
     def defines_eval_function(self) -> bool:
@@ -363,7 +476,59 @@ class AstFacts:
         """What an evaluation loop (`TorchFacts.eval_loops`) needs: a `for`/`while` loop under
         `no_grad`/`inference_mode`, an `.eval()`/`.train(False)` call, or a loop inside a function
         whose name says eval/valid/test/predict/infer."""
-        return self.has_stmt_loop and (self.calls_eval_mode or self.loop_in_grad_off or self.has_eval_function_loop)
+        if not self._eval_words and not self.text_has_word(*_GRAD_OFF):
+            return False
+        return self.has_stmt_loop and (self.loop_in_grad_off or self.may_have_named_eval_loop)
+
+    @cached_property
+    def may_have_named_eval_loop(self) -> bool:
+        """An evaluation loop by name or by `.eval()` (not only by `no_grad`): a `for`/`while` loop
+        and an `.eval()`/`.train(False)` call, or a loop in a function named eval/valid/test/...
+        (what SPD602 looks at: evaluation loops that do *not* turn gradients off)."""
+        if not self._eval_words:
+            return False
+        # a loop whose own function is eval-named, or calls `.eval()`/`.train(...)` itself
+        return self.has_stmt_loop and (
+            not self.loop_scopes.isdisjoint(self.eval_call_scopes) or any(_is_eval_name(n) for n in self.loop_scopes if n)
+        )
+
+    @cached_property
+    def may_have_grad_off_inference(self) -> bool:
+        """SPD601's candidates: a `no_grad` block or decorator in evaluation code (an `.eval()` /
+        `.train(False)` call, an eval-named function, a training step, or a grad-off block in a loop
+        that is itself under grad-off). Text checks first: most files need no parse."""
+        if not self.text_has_word("no_grad"):
+            return False
+        if not (self._eval_words or self._nested_grad_off_words or self.may_have_training_step):
+            return False
+        if "no_grad" not in self.names:
+            return False
+        if self.may_have_training_step or self.nested_grad_off:
+            return True  # per-epoch evaluation between steps; a grad-off loop around the block
+        scopes = self.no_grad_scopes
+        if scopes is None:
+            return self.calls_eval_mode or self.defines_eval_function
+        # the block's own function is eval-named, or calls `.eval()`/`.train(...)` itself
+        return not scopes.isdisjoint(self.eval_call_scopes) or any(_is_eval_name(n) for n in scopes if n)
+
+    @cached_property
+    def _nested_grad_off_words(self) -> bool:
+        """Text check for `nested_grad_off`: two grad-off mentions, or one imported under an alias."""
+        if not self._text_checks:
+            return True
+        return len(_GRAD_OFF_WORD.findall(self.text)) >= 2 or _GRAD_OFF_ALIAS.search(self.text) is not None
+
+    @cached_property
+    def _eval_words(self) -> bool:
+        """Text check (no parse) for `calls_eval_mode` / an eval-named function: the word `eval` or
+        `train`, or a `def` whose name `EVAL_NAME` matches."""
+        if not self._text_checks:
+            return True
+        from speedlint.analyzer.providers.training import EVAL_NAME
+
+        if self.text_has_word("eval", "train"):
+            return True
+        return any(EVAL_NAME.search(name) for name in _DEF_NAME.findall(self.text))
 
     @cached_property
     def may_have_sample_function(self) -> bool:
@@ -399,17 +564,11 @@ class AstFacts:
 
 def ast_prelook(text: str, rules: Sequence[Type[Rule]]) -> List[Type[Rule]]:
     """The rules whose `ast_precondition` holds on `text` (all of them when `ast` cannot parse it)."""
-    import ast
-    import warnings
-
+    facts = AstFacts(None, text)  # parses on first need: text checks may answer first
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # invalid escape sequences etc.: LibCST's business
-            tree = ast.parse(text)
-        facts = AstFacts(tree, text)
+        return [r for r in rules if r.ast_precondition(facts)]  # type: ignore[attr-defined]
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
-        return list(rules)
-    return [r for r in rules if r.ast_precondition(facts)]  # type: ignore[attr-defined]
+        return list(rules)  # `ast` cannot parse it: LibCST decides (and reports the error)
 
 
 def syntax_error_message(exc: Exception) -> str:
@@ -451,11 +610,13 @@ def analyze_text(
     t2 = time.perf_counter()
     if profile is None:
         ctx = FileContext(path, text, module, settings)
+        ctx.wrapper = _Wrapper(module, unsafe_skip_copy=True)
         visitors: List[cst.BatchableCSTVisitor] = [_Batched(rule(ctx)) for rule in enabled]
     else:
         profile.add("parse", t2 - t1)
         profile.parsed += 1
         ctx = _ProfiledContext(path, text, module, settings)
+        ctx.wrapper = _Wrapper(module, unsafe_skip_copy=True)
         ctx._profile = profile
         visitors = [_Timed(rule(ctx), profile) for rule in enabled]
     try:
@@ -547,6 +708,21 @@ class _ProfiledContext(FileContext):
     imports = _timed_provider("imports")
     torch = _timed_provider("torch")
     values = _timed_provider("values")
+
+
+class _Wrapper(MetadataWrapper):
+    """`MetadataWrapper` that computes positions without LibCST's empty traversal.
+
+    LibCST's resolver runs a batched traversal of the whole tree after the non-batchable
+    providers even when no batchable provider is asked for (`PositionProvider` is not one): as
+    costly as the position codegen itself. Positions are generated directly here (the same
+    provider, the same result); anything else goes through LibCST as usual.
+    """
+
+    def resolve(self, key):  # type: ignore[no-untyped-def,override]
+        if key is PositionProvider and key not in self._metadata:
+            self._metadata[key] = PositionProvider()._gen(self)
+        return super().resolve(key)
 
 
 _VISITOR_NAMES: Dict[type, Tuple[str, ...]] = {}

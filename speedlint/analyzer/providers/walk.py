@@ -22,7 +22,6 @@ _FIELD = re.compile(r"visit_\w+\(\s*self,\s*\"(\w+)\"")
 #: node class -> the fields holding its children, in visiting order (None: use `node.children`)
 _FIELDS: Dict[type, Optional[Tuple[str, ...]]] = {}
 _Node = cst.CSTNode
-_ImportStar = cst.ImportStar
 
 
 def _learn(node: cst.CSTNode) -> Optional[Tuple[str, ...]]:
@@ -43,15 +42,24 @@ def _learn(node: cst.CSTNode) -> Optional[Tuple[str, ...]]:
     return fields
 
 
+#: value class -> whether it is a node (`isinstance` on LibCST's abstract base is slow)
+_IS_NODE: Dict[type, bool] = {tuple: False, list: False, type(None): False, cst.ImportStar: False}
+
+
 def _read(node: cst.CSTNode, fields: Tuple[str, ...]) -> List[cst.CSTNode]:
     out: List[cst.CSTNode] = []
+    is_node = _IS_NODE
     for name in fields:
         value = getattr(node, name)
-        if isinstance(value, _Node):
-            if value.__class__ is not _ImportStar:  # `from m import *`: LibCST does not visit it
-                out.append(value)
-        elif value.__class__ is tuple or value.__class__ is list:
+        kind = value.__class__
+        if kind is tuple or kind is list:
             out.extend(value)
+            continue
+        known = is_node.get(kind)
+        if known is None:
+            known = is_node[kind] = isinstance(value, _Node)
+        if known:  # (`from m import *`: LibCST does not visit the star, nor do we)
+            out.append(value)
     return out
 
 

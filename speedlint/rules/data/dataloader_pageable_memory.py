@@ -64,7 +64,7 @@ class DataLoaderPageableMemory(Rule):
     fixes = (SAFE, DISPLAY_ONLY)
     triggers = ("DataLoader",)
     ast_precondition = staticmethod(
-        lambda facts: facts.may_use_gpu and facts.has_stmt_loop and facts.calls_any("to", "cuda") and facts.calls_any("DataLoader")
+        lambda facts: facts.may_use_gpu and facts.calls_any("DataLoader") and facts.has_stmt_loop and facts.calls_any("to", "cuda")
     )
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -120,6 +120,7 @@ class Models:
         self.ctx = ctx
         self.known: Set[str] = set()
         self._writes: Optional[Dict[str, List[Optional[cst.BaseExpression]]]] = None
+        self._runs_forward: Dict[Tuple[cst.CSTNode, int], bool] = {}  # memo: every loop asks again
         module_classes = {name for name, defs in ctx.torch.class_defs.items() if any(self._is_module_class(c) for c in defs)}
         for node in iter_nodes(ctx.module, skip_defs=False):
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
@@ -178,6 +179,13 @@ class Models:
 
     def runs_forward(self, root: cst.CSTNode, depth: int = 2) -> bool:
         """Whether `root` calls a model, directly or through same-file functions (2 levels)."""
+        key = (root, depth)
+        found = self._runs_forward.get(key)
+        if found is None:
+            found = self._runs_forward[key] = self._scan_forward(root, depth)
+        return found
+
+    def _scan_forward(self, root: cst.CSTNode, depth: int) -> bool:
         facts = self.ctx.torch
         for node in iter_nodes(root):
             if isinstance(node, cst.Call):

@@ -82,9 +82,7 @@ class EvalBuildsAutogradGraph(Rule):
     )
     fixes = (UNSAFE,)
     triggers = ("eval", "val", "Val", "test", "Test", "predict", "Predict", "infer", "Infer")
-    ast_precondition = staticmethod(
-        lambda facts: facts.has_stmt_loop and (facts.calls_eval_mode or facts.has_eval_function_loop)
-    )
+    ast_precondition = staticmethod(lambda facts: facts.may_have_named_eval_loop)
 
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
         super().__init__(ctx)

@@ -84,9 +84,7 @@ class NoGradInference(Rule):
     )
     fixes = (SAFE, UNSAFE)
     triggers = ("no_grad",)
-    ast_precondition = staticmethod(
-        lambda facts: facts.uses_any("no_grad") and (facts.calls_eval_mode or facts.defines_eval_function or facts.may_have_training_step or facts.nested_grad_off)
-    )
+    ast_precondition = staticmethod(lambda facts: facts.may_have_grad_off_inference)
 
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
         super().__init__(ctx)

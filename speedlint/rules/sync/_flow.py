@@ -17,6 +17,7 @@ import libcst as cst
 
 from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.providers.names import dotted
+from speedlint.analyzer.providers.walk import visit as fast_visit
 
 Scope = Optional[cst.CSTNode]  # FunctionDef, Lambda, a comprehension, or None (module)
 COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
@@ -113,10 +114,13 @@ _CACHE: "weakref.WeakKeyDictionary[FileContext, Flow]" = weakref.WeakKeyDictiona
 
 
 def flow(ctx: FileContext) -> "Flow":
-    """The per-file `Flow` (computed once, shared by the SPD2xx rules of one traversal)."""
-    found = _CACHE.get(ctx)
+    """The per-file `Flow` (computed once, shared by the SPD2xx rules of one traversal).
+
+    Kept on the context itself: a `Flow` refers to its context, so a `WeakKeyDictionary` entry
+    (`_CACHE`, no longer filled) would never die and would keep every analysed tree alive."""
+    found = ctx.__dict__.get("_speedlint_flow")
     if found is None:
-        found = _CACHE[ctx] = Flow(ctx)
+        found = ctx.__dict__["_speedlint_flow"] = Flow(ctx)
     return found
 
 
@@ -212,7 +216,7 @@ class Flow:
         self.ctx = ctx
         self.facts = ctx.torch
         self.index = _BindingIndex(ctx)
-        ctx.module.visit(self.index)
+        fast_visit(ctx.module, self.index)  # LibCST's visit rebuilds the tree: several times slower
         self._tensor_memo: Dict[cst.CSTNode, bool] = {}
         self._callers: Dict[cst.FunctionDef, List[cst.Call]] = {}
 

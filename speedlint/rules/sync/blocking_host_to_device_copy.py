@@ -73,7 +73,7 @@ class BlockingHostToDeviceCopy(Rule):
     fixes = (SAFE,)
     triggers = ("pin_memory",)
     ast_precondition = staticmethod(
-        lambda facts: facts.may_use_gpu and facts.has_loop and facts.calls_any("to", "cuda") and facts.calls_any("DataLoader")
+        lambda facts: facts.may_use_gpu and facts.calls_any("DataLoader") and facts.has_loop and facts.calls_any("to", "cuda")
     )
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -63,7 +63,7 @@ class TensorCreatedThenMoved(Rule):
     fixes = (SAFE, UNSAFE)
     triggers = (".to(", ".cuda(")
     ast_precondition = staticmethod(
-        lambda facts: facts.may_use_gpu and bool(facts.moved & _ALL_FACTORIES)
+        lambda facts: facts.may_use_gpu and facts.moves_any(*_ALL_FACTORIES)
     )
 
     def visit_Call(self, node: cst.Call) -> None:
