@@ -1,9 +1,12 @@
-"""The engine: files -> pre-filter -> one parse -> one batched traversal -> findings.
+"""The engine: files -> pre-filter -> `ast` pre-look -> one parse -> one batched traversal -> findings.
 
-1. A file is parsed only when one of the enabled rules' trigger tokens occurs in its text.
-2. It is parsed once; all enabled rules run in one `visit_batched` traversal; the shared facts
-   (`FileContext`) are computed on first use and at most once.
-3. A per-file failure (syntax error, bad encoding, unreadable) becomes a `Diagnostic`; the run goes on.
+1. A file is looked at only when one of the enabled rules' trigger tokens occurs in its text.
+2. Each rule's `ast_precondition` is asked (`AstFacts`: text checks first, then one `ast` parse
+   and walk when needed); LibCST runs only for the rules whose precondition holds.
+3. The file is parsed once; those rules run in one batched traversal (`providers.walk`, which
+   does not rebuild the tree like LibCST's `visit`); the shared facts (`FileContext`) are
+   computed on first use and at most once.
+4. A per-file failure (syntax error, bad encoding, unreadable) becomes a `Diagnostic`; the run goes on.
 """
 
 from __future__ import annotations

@@ -281,17 +281,7 @@ class ValueTracer:
             return items, complete
         if isinstance(expr, cst.Call) and dotted(expr.func) == "dict":
             items = {}
-            complete = True
-            for arg in expr.args:
-                if arg.keyword is not None:
-                    items[arg.keyword.value] = (arg.value, arg)
-                else:
-                    inner = self.dict_entries(arg.value, depth + 1)
-                    if inner is None:
-                        complete = False
-                    else:
-                        items.update(inner[0])
-                        complete = complete and inner[1]
+            complete = self._merge_call_args(expr, items, depth)
             return items, complete
         if isinstance(expr, cst.Name):
             scope, bound = self._bindings(expr)
@@ -304,18 +294,26 @@ class ValueTracer:
             for key, value in self.index.item_writes.get((scope, expr.value), []):
                 items[key] = (value, value)
             for call in self.index.updates.get((scope, expr.value), []):
-                for arg in call.args:
-                    if arg.keyword is not None:
-                        items[arg.keyword.value] = (arg.value, arg)
-                    else:
-                        inner = self.dict_entries(arg.value, depth + 1)
-                        if inner is None:
-                            complete = False
-                        else:
-                            items.update(inner[0])
-                            complete = complete and inner[1]
+                complete = self._merge_call_args(call, items, depth) and complete
             return items, complete
         return None
+
+    def _merge_call_args(
+        self, call: cst.Call, items: Dict[str, Tuple[cst.BaseExpression, cst.CSTNode]], depth: int
+    ) -> bool:
+        """Add the entries of `dict(...)` / `d.update(...)` arguments to `items`; False if some are unknown."""
+        complete = True
+        for arg in call.args:
+            if arg.keyword is not None:
+                items[arg.keyword.value] = (arg.value, arg)
+                continue
+            inner = self.dict_entries(arg.value, depth + 1)
+            if inner is None:
+                complete = False
+            else:
+                items.update(inner[0])
+                complete = complete and inner[1]
+        return complete
 
     # -- resolution ------------------------------------------------------------------------
     def _resolve(self, expr: cst.BaseExpression, depth: int) -> Optional[Value]:

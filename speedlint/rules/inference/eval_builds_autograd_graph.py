@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from typing import List, Optional, Set, Union
 
 import libcst as cst
@@ -84,15 +86,9 @@ class EvalBuildsAutogradGraph(Rule):
     triggers = ("eval", "val", "Val", "test", "Test", "predict", "Predict", "infer", "Infer")
     ast_precondition = staticmethod(lambda facts: facts.may_have_named_eval_loop)
 
-    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(ctx)
-        self._models: Optional[Models] = None
-
-    @property
+    @cached_property
     def models(self) -> Models:
-        if self._models is None:
-            self._models = Models(self.ctx)
-        return self._models
+        return Models(self.ctx)
 
     def visit_For(self, node: cst.For) -> None:
         self._check(node)

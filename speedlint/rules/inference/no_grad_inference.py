@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from typing import List, Optional, Tuple
 
 import libcst as cst
@@ -86,15 +88,9 @@ class NoGradInference(Rule):
     triggers = ("no_grad",)
     ast_precondition = staticmethod(lambda facts: facts.may_have_grad_off_inference)
 
-    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(ctx)
-        self._models: Optional[Models] = None
-
-    @property
+    @cached_property
     def models(self) -> Models:
-        if self._models is None:
-            self._models = Models(self.ctx)
-        return self._models
+        return Models(self.ctx)
 
     def _enabled(self) -> bool:
         version = self.ctx.settings.target_torch_version
