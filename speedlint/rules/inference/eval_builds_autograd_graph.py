@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from functools import cached_property
-
 from typing import List, Optional, Set, Union
 
 import libcst as cst
