@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -206,7 +205,6 @@ def test_internal_error_exits_two_not_one(tmp_path):
         "import sys, speedlint.analyzer.engine as e\n"
         "def boom(*a, **k): raise RuntimeError('boom')\n"
         "e.analyze_text = boom\n"
-        "import speedlint.analyzer.runner as r; r.check_file = boom\n"
         "from speedlint.cli import main\n"
         f"sys.argv = ['speedlint', 'check', {str(f)!r}, '--no-cache']\n"
         "main()\n"

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
 
 import libcst as cst
-import pytest
 
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.fixing import fix_text

@@ -169,10 +169,6 @@ class Bucket:
             parsed,
         ]
 
-    @property
-    def dirty(self) -> bool:
-        return bool(self._new)
-
     def save(self) -> None:
         if not self._new:
             return

@@ -10,7 +10,7 @@ import hashlib
 import json
 import re
 import sys
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 

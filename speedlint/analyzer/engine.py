@@ -16,7 +16,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple, Type
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -25,7 +25,10 @@ from speedlint.analyzer.config import Settings
 from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.providers.walk import visit_batched as fast_visit_batched
 from speedlint.analyzer.rule import Diagnostic, Edit, Finding, Rule
-from speedlint.analyzer.sources import Source, SourceError, read_source
+from speedlint.analyzer.sources import Source
+
+if TYPE_CHECKING:  # pragma: no cover - `ast` is imported lazily where it is needed
+    import ast
 
 
 @dataclass
@@ -393,13 +396,6 @@ class AstFacts:
         wanted = set(names)
         return sum(c for n, c in self._mentions.items() if n in wanted or self.aliases.get(n) in wanted)
 
-    def text_has(self, *tokens: str) -> bool:
-        """Whether one of the tokens occurs in the text (no parse; comments and strings count)."""
-        if not self._text_checks:
-            return True
-        text = self.text
-        return any(t in text for t in tokens)
-
     def text_has_word(self, *names: str) -> bool:
         """Whether one of the identifiers occurs in the text as a whole word (no parse)."""
         if not self._text_checks:
@@ -466,13 +462,6 @@ class AstFacts:
         from speedlint.analyzer.providers.training import EVAL_NAME
 
         return self.defines_any(EVAL_NAME)
-
-    @cached_property
-    def has_eval_function_loop(self) -> bool:
-        """A `for`/`while` loop inside a function whose name says eval/valid/test/predict/infer."""
-        from speedlint.analyzer.providers.training import EVAL_NAME
-
-        return any(EVAL_NAME.search(n) for n in self.loop_functions)
 
     @cached_property
     def may_have_eval_loop(self) -> bool:
@@ -791,24 +780,6 @@ class _Timed(cst.BatchableCSTVisitor):
             return run
 
         return {name: timed(fn) for name, fn in visitor_methods(self.rule).items()}
-
-
-def check_file(
-    path: str,
-    rules: Sequence[Type[Rule]],
-    settings: Settings,
-    display_path: Optional[str] = None,
-    profile: Optional[Profile] = None,
-) -> FileResult:
-    shown = display_path or path
-    t0 = time.perf_counter()
-    try:
-        source = read_source(path)
-    except SourceError as exc:
-        return FileResult(shown, diagnostics=[Diagnostic(shown, str(exc))])
-    if profile is not None:
-        profile.add("read", time.perf_counter() - t0)
-    return check_source(source, shown, rules, settings, profile)
 
 
 def check_source(

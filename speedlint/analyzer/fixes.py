@@ -7,7 +7,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 import libcst as cst
 
 from speedlint.analyzer.context import FileContext
-from speedlint.analyzer.rule import SAFE, Applicability, Fix, ImportSpec, Replacement
+from speedlint.analyzer.rule import SAFE, Applicability, Fix, Replacement
 
 PASS_LINE = cst.SimpleStatementLine(body=[cst.Pass()])
 
@@ -58,10 +58,6 @@ def keyword_arg(call: cst.Call, name: str) -> Optional[cst.Arg]:
         if arg.keyword is not None and arg.keyword.value == name:
             return arg
     return None
-
-
-def has_splat(call: cst.Call) -> bool:
-    return any(arg.star == "**" for arg in call.args)
 
 
 def with_keyword(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:
@@ -174,5 +170,3 @@ def keywords_edit(ctx: FileContext, node: cst.CSTNode, items: Sequence[Tuple[str
     return new
 
 
-def torch_import() -> ImportSpec:
-    return ImportSpec("torch")

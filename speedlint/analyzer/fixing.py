@@ -20,7 +20,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.engine import analyze_text
-from speedlint.analyzer.rule import DISPLAY_ONLY, UNSAFE, Diagnostic, Finding, Fix, Rule
+from speedlint.analyzer.rule import UNSAFE, Diagnostic, Finding, Fix, Rule
 from speedlint.analyzer.suppress import apply_suppressions
 
 MAX_ROUNDS = 10

@@ -17,7 +17,6 @@ from typing import List, Optional
 import libcst as cst
 
 from speedlint.analyzer.context import FileContext
-from speedlint.analyzer.providers.names import dotted
 
 #: Framework base classes whose per-batch hooks are called by a training loop we do not see.
 HOOK_BASES = (
@@ -171,8 +170,3 @@ def only_cleanup(fn: cst.FunctionDef, names: tuple = CLEANUP_CALLS) -> bool:
     return True
 
 
-def receiver_name(expr: cst.BaseExpression) -> Optional[str]:
-    """`a.b` for the receiver of a method call `a.b.m(...)`."""
-    if isinstance(expr, cst.Attribute):
-        return dotted(expr.value)
-    return None

@@ -5,12 +5,12 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Sequence
 
 from speedlint.analyzer.fixing import FixOutcome, fix_text
 from speedlint.analyzer.rule import Diagnostic
 from speedlint.analyzer.runner import SettingsResolver, collect_files, display_path, rules_for
-from speedlint.analyzer.sources import Source, SourceError, read_source, write_atomic
+from speedlint.analyzer.sources import SourceError, read_source, write_atomic
 
 
 @dataclass

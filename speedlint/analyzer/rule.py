@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import inspect
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, Sequence, Tuple, Union
 
 import libcst as cst

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type
+from typing import Dict, List, Optional, Sequence, Tuple, Type
 
 from speedlint.analyzer.config import ConfigError, Settings, declared_torch_version, find_config_file, load_config_file
 from speedlint.analyzer.discovery import discover
-from speedlint.analyzer.engine import FileResult, Profile, check_file, check_source
+from speedlint.analyzer.engine import FileResult, Profile, check_source
 from speedlint.analyzer.registry import select_rules
 from speedlint.analyzer.rule import Diagnostic, Rule
 from speedlint.analyzer.sources import Source

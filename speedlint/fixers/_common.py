@@ -148,14 +148,6 @@ def block_of(ctx: FileContext, stmt: cst.CSTNode) -> Optional[Block]:
     return parent if isinstance(parent, (cst.IndentedBlock, cst.Module)) else None
 
 
-def top_statement_in(ctx: FileContext, node: cst.CSTNode, block: Block) -> Optional[cst.CSTNode]:
-    """The statement of `block` that contains `node`."""
-    for a in [node, *ctx.torch.ancestors(node)]:
-        if ctx.torch.parent(a) is block:
-            return a
-    return None
-
-
 def contains(ctx: FileContext, outer: cst.CSTNode, node: cst.CSTNode) -> bool:
     return node is outer or any(a is outer for a in ctx.torch.ancestors(node))
 
@@ -204,14 +196,6 @@ def scaler_of_backward(call: cst.Call) -> Optional[Tuple[str, cst.Call]]:
             name = dotted(inner.func.value)
             if name:
                 return name, inner
-    return None
-
-
-def scaler_step_target(call: cst.Call) -> Optional[str]:
-    """`scaler.step(opt)` -> "opt"."""
-    func = call.func
-    if isinstance(func, cst.Attribute) and func.attr.value == "step" and len(call.args) == 1:
-        return dotted(call.args[0].value)
     return None
 
 

@@ -34,7 +34,6 @@ from speedlint.fixers._common import (
     block_of,
     calls_in,
     context_for,
-    contains,
     expr_statement,
     fresh_name,
     is_clip,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import libcst as cst
 from libcst.codemod import CodemodCommand, CodemodContext
@@ -35,7 +35,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.context import FileContext
-from speedlint.analyzer.fixes import MAX_LINE, add_keywords, code_of, explode, is_multiline, keywords_edit
+from speedlint.analyzer.fixes import MAX_LINE, add_keywords, code_of, explode, is_multiline
 from speedlint.analyzer.providers.names import dotted
 from speedlint.rules.data._loaders import LoaderFacts, kwarg, loader_facts, sync_loading
 

@@ -9,7 +9,7 @@ silent rule, not a wrong fix.
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, List, Optional
 
 import libcst as cst
 
@@ -72,13 +72,6 @@ class ImportMap:
     def matches(self, node: cst.BaseExpression, *names: str) -> bool:
         q = self.qualname(node)
         return q is not None and q in names
-
-    def imports_module(self, prefix: str) -> bool:
-        return any(v == prefix or v.startswith(prefix + ".") for v in self.aliases.values())
-
-    def local_names_for(self, qualified: str) -> Iterable[str]:
-        return [k for k, v in self.aliases.items() if CANONICAL.get(v, v) == qualified]
-
 
 class _ImportCollector(cst.CSTVisitor):
     def __init__(self, aliases: Dict[str, str]) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import operator
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import libcst as cst
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -72,18 +72,6 @@ def children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
     if fields is None:
         return node.children
     return _read(node, fields)
-
-
-def iter_tree(root: cst.CSTNode) -> Iterable[cst.CSTNode]:
-    """`root` and every node below it, in the order LibCST's `visit` enters them."""
-    stack = [root]
-    pop, extend = stack.pop, stack.extend
-    while stack:
-        node = pop()
-        yield node
-        kids = children(node)
-        if kids:
-            extend(reversed(kids))
 
 
 _ATTRIBUTE_HOOK = re.compile(r"^(visit|leave)_[A-Za-z]+_\w+$")

@@ -15,11 +15,6 @@ from speedlint.analyzer.rule import HIGH, LOW, MEDIUM, UNSAFE, Diagnostic, Findi
 LEVEL_STYLE = {HIGH: "bold red", MEDIUM: "yellow", LOW: "cyan"}
 
 
-def rank_key(f: Finding):  # type: ignore[no-untyped-def]
-    """Costliest first: impact level, then the file order."""
-    return (-f.impact.level, f.path, f.line, f.column)
-
-
 def snippet(source: str, line: int) -> str:
     lines = source.splitlines()
     return lines[line - 1].rstrip() if 0 < line <= len(lines) else ""

@@ -107,5 +107,3 @@ def emit_fix_verify_refusal(result) -> None:  # type: ignore[no-untyped-def]
     )
 
 
-def emit_verify_error(message: str) -> None:
-    sys.stderr.write(f"speedlint: error: {message}\n")

@@ -51,10 +51,6 @@ def kwarg(ctx: FileContext, call: cst.Call, name: str) -> KwArg:
     return ctx.values.kwarg(call, name, position=POSITIONS.get(name))
 
 
-def truthy(value: Any) -> bool:
-    return bool(value)
-
-
 class _Collect(cst.CSTVisitor):
     def __init__(self) -> None:
         super().__init__()

@@ -77,7 +77,8 @@ class DataLoaderPageableMemory(Rule):
         move = batches_to_cuda(ctx, node)
         if move is None:
             return
-        from speedlint.fixers.dataloader import PIN_CODE, keyword_site, keywords_edit  # lazily: libcst.codemod
+        from speedlint.analyzer.fixes import keywords_edit
+        from speedlint.fixers.dataloader import PIN_CODE, keyword_site  # lazily: libcst.codemod
 
         line = ctx.position(move).start.line
         where = f"`{ctx.code(move)}` on line {line}"

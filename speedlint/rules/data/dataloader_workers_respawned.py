@@ -98,7 +98,8 @@ class DataLoaderWorkersRespawned(Rule):
         return None
 
     def _fix(self, call: cst.Call, workers, persistent) -> Optional[Fix]:  # type: ignore[no-untyped-def]
-        from speedlint.fixers.dataloader import _dict_site, _greater_than_zero, _simple, keywords_edit  # lazily: libcst.codemod
+        from speedlint.analyzer.fixes import keywords_edit
+        from speedlint.fixers.dataloader import _dict_site, _greater_than_zero, _simple  # lazily: libcst.codemod
 
         ctx = self.ctx
         node = workers.node

@@ -130,7 +130,6 @@ class DatasetHeavyGetitem(Rule):
 
     def _per_sample_path(self, call: cst.Call, fn: cst.FunctionDef) -> bool:
         """The file read depends on the sample index (or is a helper's parameter)."""
-        ctx = self.ctx
         if fn.name.value not in ("__getitem__", "__getitems__"):
             return True  # a helper: its argument is unknown, assume per-sample
         params = [p.name.value for p in fn.params.params[1:]]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import cached_property
-from typing import List, Optional, Set, Union
+from typing import List, Set, Union
 
 import libcst as cst
 

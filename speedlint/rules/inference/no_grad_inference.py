@@ -7,7 +7,7 @@ from typing import List, Optional, Tuple
 
 import libcst as cst
 
-from speedlint.analyzer.rule import LOW, MEDIUM, SAFE, UNSAFE, Fix, Impact, Rule
+from speedlint.analyzer.rule import LOW, SAFE, UNSAFE, Fix, Impact, Rule
 from speedlint.rules.inference._analysis import (
     Escapes,
     Models,
