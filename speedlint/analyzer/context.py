@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from functools import cached_property
 from typing import TYPE_CHECKING, Optional
 
@@ -12,12 +11,10 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from speedlint.analyzer.providers.names import ImportMap
 from speedlint.analyzer.providers.training import TorchFacts
 from speedlint.analyzer.providers.values import ValueTracer
+from speedlint.analyzer.textscan import may_use_gpu
 
 if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.config import Settings
-
-_GPU_HINT = re.compile(r"cuda|\bmps\b|xla|accelerator|Accelerator|device_map|\.to\(\s*device|torch\.device\(\s*[a-zA-Z_]")
-
 
 class FileContext:
     """Per-file state shared by all rules of one traversal.
@@ -48,7 +45,7 @@ class FileContext:
     @cached_property
     def may_use_gpu(self) -> bool:
         """False for scripts that never mention CUDA or select a device: no GPU-only advice there."""
-        return bool(_GPU_HINT.search(self.source))
+        return may_use_gpu(self.source)
 
     def qualname(self, node: cst.BaseExpression) -> Optional[str]:
         return self.imports.qualname(node)

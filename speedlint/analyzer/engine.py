@@ -16,6 +16,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import islice
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple, Type
 
 import libcst as cst
@@ -26,6 +27,7 @@ from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.providers.walk import visit_batched as fast_visit_batched
 from speedlint.analyzer.rule import Diagnostic, Edit, Finding, Rule
 from speedlint.analyzer.sources import Source
+from speedlint.analyzer.textscan import has_word, has_word_then, may_use_gpu, word_ends
 
 if TYPE_CHECKING:  # pragma: no cover - `ast` is imported lazily where it is needed
     import ast
@@ -79,20 +81,22 @@ class Profile:
 _CAST_METHODS = frozenset({"float", "double", "half", "bfloat16", "long", "int", "short", "bool", "byte", "char"})
 
 
-#: Compiled whole-word searches (`AstFacts.text_has_word`), by the names searched.
-_WORDS: Dict[Tuple[str, ...], "re.Pattern[str]"] = {}
-#: Compiled call searches (`AstFacts.text_may_call`), by the names searched.
-_CALLS: Dict[Tuple[str, ...], "re.Pattern[str]"] = {}
 #: A call's result (or a parenthesized expression) followed by `.to`/`.cuda`. (Each alternative
 #: in the repeated group starts with a different character and a comment runs to its newline:
 #: one way to match, no catastrophic backtracking.)
 _MOVE = re.compile(r"\)(?:\s|\\|#[^\n]*\n)*\.(?:\s|\\)*(?:to|cuda)\b")
-#: The name after every `def` (also `async def`, and across a line continuation).
-_DEF_NAME = re.compile(r"\bdef[\s\\]+(\w+)")
-_GRAD_OFF_WORD = re.compile(r"\b(?:no_grad|inference_mode)\b")
-_GRAD_OFF_ALIAS = re.compile(r"\b(?:no_grad|inference_mode)(?:\s|\\)+as\b")
+#: What may follow a called name: `(` (whitespace, comments and line continuations between), or
+#: `as` (an import alias).
+_CALL_OR_ALIAS = re.compile(r"(?:\s|\\|#[^\n]*\n)*(?:\(|as\b)")
+#: After `def` (also `async def`, and across a line continuation): the function's name.
+_DEF_NAME = re.compile(r"[\s\\]+(\w+)")
+_ALIAS = re.compile(r"(?:\s|\\)+as\b")
 #: The last parts of what `TorchFacts.is_grad_off` accepts (`torch.no_grad`, `torch.inference_mode`).
 _GRAD_OFF = frozenset({"no_grad", "inference_mode"})
+
+
+#: `ast` class -> the fields that may hold child nodes (`AstFacts._scan`)
+_CHILD_FIELDS: Dict[type, Tuple[str, ...]] = {}
 
 
 def _is_eval_name(name: str) -> bool:
@@ -206,12 +210,17 @@ class AstFacts:
         comp_kinds = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
         sequences = (ast.List, ast.Tuple)
         AST = ast.AST
+        # nothing to learn below these (list elements may be None or str: `Dict.keys`, `Global.names`)
+        leaves = {type(None), str, Constant, ast.Load, ast.Store, ast.Del}
+        child_fields = _CHILD_FIELDS
         END_FN, END_GRAD, END_LOOP, END_GRAD_LOOP = object(), object(), object(), object()
         stack: list = [tree]
         pop, push, extend = stack.pop, stack.append, stack.extend
         while stack:
             node = pop()
             kind = node.__class__
+            if kind in leaves:
+                continue
             if kind is object:  # a marker: a subtree is done, restore the context
                 if node is END_LOOP:
                     loop_depth -= 1
@@ -336,10 +345,13 @@ class AstFacts:
             elif kind is ImportFrom and node.module:
                 for n in node.module.split("."):
                     names[n] = get(n, 0) + 1
-            for field in node._fields:
-                value = getattr(node, field, None)
+            fields = child_fields.get(kind)
+            if fields is None:
+                fields = child_fields[kind] = tuple(f for f in kind._fields if f not in ("ctx", "type_comment"))
+            for f in fields:
+                value = getattr(node, f, None)
                 if value.__class__ is list:
-                    extend(v for v in value if isinstance(v, AST))
+                    extend(value)
                 elif isinstance(value, AST):
                     push(value)
         aliased_grad_off = any(target in _GRAD_OFF and local not in _GRAD_OFF for local, target in aliases.items())
@@ -400,27 +412,14 @@ class AstFacts:
         """Whether one of the identifiers occurs in the text as a whole word (no parse)."""
         if not self._text_checks:
             return True
-        text = self.text
-        if not any(n in text for n in names):
-            return False  # the common answer, without a regex
-        pattern = _WORDS.get(names)
-        if pattern is None:
-            pattern = _WORDS[names] = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, names)))
-        return pattern.search(text) is not None
+        return has_word(self.text, *names)
 
     def text_may_call(self, *names: str) -> bool:
         """Text check (no parse) for `calls_any`: one of the names followed by `(` (whitespace,
         comments and line continuations allowed between) or by `as` (an import alias)."""
         if not self._text_checks:
             return True
-        if not self.text_has_word(*names):
-            return False
-        pattern = _CALLS.get(names)
-        if pattern is None:
-            pattern = _CALLS[names] = re.compile(
-                r"\b(?:%s)(?:\s|\\|#[^\n]*\n)*(?:\(|as\b)" % "|".join(map(re.escape, names))
-            )
-        return pattern.search(self.text) is not None
+        return has_word_then(self.text, _CALL_OR_ALIAS, *names)
 
     def moves_any(self, *names: str) -> bool:
         """Whether the result of a call of one of the names is moved with `.to()`/`.cuda()`
@@ -508,7 +507,9 @@ class AstFacts:
         """Text check for `nested_grad_off`: two grad-off mentions, or one imported under an alias."""
         if not self._text_checks:
             return True
-        return len(_GRAD_OFF_WORD.findall(self.text)) >= 2 or _GRAD_OFF_ALIAS.search(self.text) is not None
+        text = self.text
+        ends = [end for word in _GRAD_OFF if word in text for end in islice(word_ends(text, word), 2)]
+        return len(ends) >= 2 or any(_ALIAS.match(text, end) for end in ends)
 
     @cached_property
     def _eval_words(self) -> bool:
@@ -520,7 +521,12 @@ class AstFacts:
 
         if self.text_has_word("eval", "train"):
             return True
-        return any(EVAL_NAME.search(name) for name in _DEF_NAME.findall(self.text))
+        text = self.text
+        for end in word_ends(text, "def"):
+            name = _DEF_NAME.match(text, end)
+            if name is not None and EVAL_NAME.search(name.group(1)):
+                return True
+        return False
 
     @cached_property
     def may_have_sample_function(self) -> bool:
@@ -549,9 +555,7 @@ class AstFacts:
     @cached_property
     def may_use_gpu(self) -> bool:
         """Exactly `FileContext.may_use_gpu` (the same test on the same text)."""
-        from speedlint.analyzer.context import _GPU_HINT
-
-        return bool(_GPU_HINT.search(self.text))
+        return may_use_gpu(self.text)
 
 
 def ast_prelook(text: str, rules: Sequence[Type[Rule]]) -> List[Type[Rule]]:
