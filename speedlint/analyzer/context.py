@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Dict, Mapping, Optional, Sequence, Tuple
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from speedlint.analyzer.providers.names import ImportMap
+from speedlint.analyzer.providers.positions import node_positions
 from speedlint.analyzer.providers.training import TorchFacts
 from speedlint.analyzer.providers.values import ValueTracer
 from speedlint.analyzer.textscan import may_use_gpu
 
 if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.config import Settings
+
+#: Passes that note a few positions (`prefetch_positions`) before all are computed at once.
+_POSITION_PASSES = 3
+
 
 class FileContext:
     """Per-file state shared by all rules of one traversal.
@@ -29,6 +34,9 @@ class FileContext:
         self.module = module
         self.settings = settings
         self.wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        self._positions: Dict[int, Tuple[cst.CSTNode, CodeRange]] = {}  # id -> (node, range)
+        self._all_positions: Optional[Mapping[cst.CSTNode, CodeRange]] = None
+        self._position_passes = 0
 
     @cached_property
     def imports(self) -> ImportMap:
@@ -54,7 +62,37 @@ class FileContext:
         return self.imports.matches(node, *names)
 
     def position(self, node: cst.CSTNode) -> CodeRange:
-        return self.wrapper.resolve(PositionProvider)[node]
+        """The node's range, as LibCST's `PositionProvider` gives it (KeyError: not in the tree)."""
+        known = self._positions.get(id(node))
+        if known is None or known[0] is not node:
+            self.prefetch_positions([node])
+            known = self._positions.get(id(node))
+            if known is None or known[0] is not node:
+                raise KeyError(node)
+        return known[1]
+
+    def prefetch_positions(self, nodes: Sequence[cst.CSTNode]) -> None:
+        """Compute the ranges of these nodes in one pass (what the report needs, all at once).
+
+        A pass notes only the nodes asked for (`providers.positions`); after a few passes in one
+        file, every node's range is computed at once, as `PositionProvider` does."""
+        wanted = [n for n in nodes if id(n) not in self._positions]
+        if not wanted:
+            return
+        if self._all_positions is None and self._position_passes < _POSITION_PASSES:
+            self._position_passes += 1
+            found = node_positions(self.module, wanted)
+            if found is not None:
+                for n in wanted:
+                    if id(n) in found:
+                        self._positions[id(n)] = (n, found[id(n)])
+                return
+        if self._all_positions is None:
+            self._all_positions = self.wrapper.resolve(PositionProvider)
+        for n in wanted:
+            got = self._all_positions.get(n)
+            if got is not None:
+                self._positions[id(n)] = (n, got)
 
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)

@@ -623,6 +623,12 @@ def analyze_text(
     t3 = time.perf_counter()
     findings: List[Finding] = []
     edit_time = 0.0
+    ctx.prefetch_positions([
+        node
+        for visitor in visitors
+        for report in visitor.rule.reports  # type: ignore[attr-defined]
+        for node in (report.node, *(old for old, _ in (report.fix.replacements if report.fix is not None else ())))
+    ])
     for visitor in visitors:
         rule = visitor.rule  # type: ignore[attr-defined]
         for report in rule.reports:
