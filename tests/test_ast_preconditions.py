@@ -151,6 +151,38 @@ def test_training_step_through_helpers_is_file_level():
     assert not _holds("SPD303", "loss.backward()\nopt.step()\n")  # no loop
 
 
+CAT_LOOP = "import torch\nfor x in loader:\n    acc = torch.cat([acc, x])\n{extra}"
+
+
+@pytest.mark.parametrize(
+    "extra, holds",
+    [
+        ("", True),
+        ("    n = len(acc)\n    print(acc.shape)\n", True),  # metadata reads: still only grown
+        ("    if acc is None:\n        pass\n", True),  # a guard
+        ("    acc += 1\n", True),  # a write: the rule decides (the pre-look only drops whole reads)
+        ("    out = model(acc)\n", False),  # consumed whole each iteration (decoding, U-Net skips)
+        ("    out = model(inputs=acc)\n", False),
+        ("    y = acc * 2\n", False),
+        ("    y = acc[-1]\n", False),
+        ("    y = acc.sum()\n", False),
+    ],
+)
+def test_cat_in_loop_skips_accumulators_the_loop_reads_whole(extra, holds):
+    text = CAT_LOOP.format(extra=extra)
+    assert _holds("SPD404", text) is holds
+    assert_prelook_loses_nothing(text, "cat.py")
+
+
+def test_cat_in_loop_keeps_attribute_accumulators_and_other_loops():
+    # `self.x` accumulators are not followed by the pre-look: always kept
+    assert _holds("SPD404", "import torch\nfor x in xs:\n    self.acc = torch.cat([self.acc, x])\n    f(self.acc)\n")
+    # the read is in another loop: this one only grows it
+    text = "import torch\nfor x in xs:\n    acc = torch.cat([acc, x])\nfor y in ys:\n    f(acc)\n"
+    assert _holds("SPD404", text)
+    assert_prelook_loses_nothing(text, "cat.py")
+
+
 def test_factory_moved_to_device():
     assert _holds("SPD203", "import torch\nx = torch.zeros(3).cuda()\n")
     assert _holds("SPD203", "from torch import tensor as T\nx = T([1]).long().to('cuda')\n")

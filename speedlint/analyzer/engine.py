@@ -99,6 +99,35 @@ _GRAD_OFF = frozenset({"no_grad", "inference_mode"})
 _CHILD_FIELDS: Dict[type, Tuple[str, ...]] = {}
 
 
+def _reads_whole(loop, name: str, meta_attrs: frozenset) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the `ast` subtree `loop` uses the variable `name` whole: an argument of a call
+    other than `len`, an operand, a subscripted value, a returned value, or the owner of an
+    attribute not in `meta_attrs` (see `AstFacts.grows_only`)."""
+    import ast
+
+    def is_it(node) -> bool:  # type: ignore[no-untyped-def]
+        return node.__class__ is ast.Name and node.id == name  # type: ignore[no-any-return]
+
+    for node in ast.walk(loop):
+        kind = node.__class__
+        if kind is ast.Call:
+            f = node.func
+            if f.__class__ is ast.Name and f.id == "len":
+                continue
+            if any(is_it(a) for a in node.args) or any(is_it(k.value) for k in node.keywords):
+                return True
+        elif kind is ast.BinOp:
+            if is_it(node.left) or is_it(node.right):
+                return True
+        elif kind is ast.Subscript or kind is ast.Return:
+            if node.value is not None and is_it(node.value):
+                return True
+        elif kind is ast.Attribute:
+            if is_it(node.value) and node.attr not in meta_attrs:
+                return True
+    return False
+
+
 def _is_eval_name(name: str) -> bool:
     from speedlint.analyzer.providers.training import EVAL_NAME
 
@@ -150,7 +179,7 @@ class AstFacts:
     #: what the walk over the tree sets (the first use of one of them parses the text)
     _FROM_TREE = frozenset({
         "names", "_mentions", "calls", "imported", "aliases", "functions", "classes", "loop_functions",
-        "iter_functions", "moved", "grows", "calls_eval_mode", "loop_in_grad_off", "nested_grad_off",
+        "iter_functions", "moved", "grows", "_grow_sites", "calls_eval_mode", "loop_in_grad_off", "nested_grad_off",
         "has_loop", "has_stmt_loop", "eval_call_scopes", "loop_scopes", "no_grad_scopes",
     })
 
@@ -188,6 +217,8 @@ class AstFacts:
         classes: set = set()
         moved: set = set()
         grows: set = set()
+        grow_sites: List[Tuple[str, Optional[str], "ast.AST"]] = []  # (call name, plain-name target, loop)
+        open_loops: list = []  # the for/while statements around it
         loop_functions: set = set()  # functions with a for/while inside (at any depth)
         iter_functions: set = set()  # functions with a for/while or a comprehension inside
         # context of the node being looked at (restored by the markers popped after a subtree)
@@ -224,9 +255,11 @@ class AstFacts:
             if kind is object:  # a marker: a subtree is done, restore the context
                 if node is END_LOOP:
                     loop_depth -= 1
+                    open_loops.pop()
                 elif node is END_GRAD_LOOP:
                     loop_depth -= 1
                     grad_loops -= 1
+                    open_loops.pop()
                 elif node is END_GRAD:
                     grad_level -= 1
                 elif node is END_FN:
@@ -285,10 +318,11 @@ class AstFacts:
                                     _dotted(a.elts[0]) == target or _dotted(a.elts[-1]) == target
                                 ):
                                     vf = v.func
-                                    if vf.__class__ is Attribute:
-                                        grows.add(vf.attr)
-                                    elif vf.__class__ is Name:
-                                        grows.add(vf.id)
+                                    fname = vf.attr if vf.__class__ is Attribute else vf.id if vf.__class__ is Name else None
+                                    if fname is not None:
+                                        grows.add(fname)
+                                        plain = target if node.targets[0].__class__ is Name else None
+                                        grow_sites.append((fname, plain, open_loops[-1]))
             elif kind is keyword:
                 if node.arg:
                     names[node.arg] = get(node.arg, 0) + 1
@@ -307,6 +341,7 @@ class AstFacts:
                 iter_functions.update(open_functions)
                 loop_scopes.add(open_functions[-1] if open_functions else "")
                 loop_depth += 1
+                open_loops.append(node)
                 if grad_level:
                     loop_in_grad_off = True
                     grad_loops += 1
@@ -385,6 +420,7 @@ class AstFacts:
         self.moved = resolved(moved)
         #: the last part of each call `f` in `x = f([x, ...])` or `x = f([..., x])`, aliases resolved
         self.grows = resolved(grows)
+        self._grow_sites = grow_sites
         #: an `x.eval()` or `x.train(False)` call
         self.calls_eval_mode = "eval" in calls or eval_mode
         #: a `for`/`while` loop inside a `no_grad()`/`inference_mode()` block or a function decorated
@@ -402,6 +438,24 @@ class AstFacts:
         self.has_loop = loops
         #: whether the file has a `for`/`while` statement (what step, epoch and eval loops are)
         self.has_stmt_loop = stmt_loops
+
+    def grows_only(self, meta_attrs: frozenset) -> frozenset:
+        """`grows`, less the sites whose accumulator (a plain name) the loop also reads whole: as
+        an argument (not of `len`), an operand, subscripted, returned, or through an attribute not
+        in `meta_attrs`. SPD404 reports only a value that is only grown; such a read stops it."""
+        found: set = set()
+        consumed: Dict[Tuple[int, str], bool] = {}
+        for fname, target, loop in self._grow_sites:
+            if fname in found:
+                continue
+            if target is not None:
+                key = (id(loop), target)
+                if key not in consumed:
+                    consumed[key] = _reads_whole(loop, target, meta_attrs)
+                if consumed[key]:
+                    continue
+            found.add(fname)
+        return frozenset(found | {self.aliases[n] for n in found if n in self.aliases})
 
     def mentions(self, *names: str) -> int:
         """How often the names (or import aliases of them) occur in the code."""

@@ -29,7 +29,7 @@ STACK = ("torch.stack", "numpy.stack")
 #: Their last parts (what the `ast` pre-look sees at the call).
 _GROW_NAMES = tuple(sorted({q.rsplit(".", 1)[-1] for q in (*CONCAT, *STACK)}))
 #: Reads of a tensor's metadata: they do not need the data, a counter could replace them.
-META_ATTRS = {"shape", "dtype", "device", "ndim", "size", "numel", "dim", "nbytes", "itemsize"}
+META_ATTRS = frozenset({"shape", "dtype", "device", "ndim", "size", "numel", "dim", "nbytes", "itemsize"})
 _TINY_RANGE = 4
 
 Target = Union[cst.Name, cst.Attribute]
@@ -105,7 +105,9 @@ class CatInLoop(Rule):
     fixes = (SAFE, DISPLAY_ONLY)
     triggers = ("cat(", "concat", "stack(", "cat (")
     ast_precondition = staticmethod(
-        lambda facts: facts.text_has_word(*_GROW_NAMES) and facts.has_stmt_loop and not facts.grows.isdisjoint(_GROW_NAMES)
+        lambda facts: facts.text_has_word(*_GROW_NAMES)
+        and facts.has_stmt_loop
+        and not facts.grows_only(META_ATTRS).isdisjoint(_GROW_NAMES)
     )
 
     def visit_Assign(self, node: cst.Assign) -> None:
