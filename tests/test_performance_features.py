@@ -335,3 +335,31 @@ def test_analysed_trees_are_released():  # type: ignore[no-untyped-def]
         del analysis
         gc.collect()
         assert ref() is None, f"{name}: the FileContext outlives its analysis"
+
+
+# -- parsing text `ast` has already accepted -----------------------------------------------------
+@pytest.mark.parametrize("path", FIXTURES[:8], ids=lambda p: p.name)
+def test_parse_valid_module_builds_the_same_tree(path):
+    import libcst as cst
+
+    text = path.read_text(encoding="utf-8")
+    fast = engine.parse_valid_module(text)
+    assert fast.code == text
+    assert fast.deep_equals(cst.parse_module(text))
+
+
+def test_parse_valid_module_puts_validation_back():
+    import libcst as cst
+
+    engine.parse_valid_module("x = 1\n")
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("not an identifier")  # built after the parse: validated as usual
+
+
+def test_text_ast_rejects_is_parsed_with_validation_and_reported(monkeypatch):
+    used = []
+    monkeypatch.setattr(engine, "parse_valid_module", lambda text: used.append(text))
+    rules = [r for r in all_rules() if r.code == "SPD401"]
+    result = analyze_text(BROKEN, "broken.py", rules, Settings(), prelook=False)
+    assert not used  # `ast` rejects it: LibCST parses it as usual and reports the error
+    assert [d.message for d in result.diagnostics] and "syntax error" in result.diagnostics[0].message

@@ -180,7 +180,7 @@ class AstFacts:
     _FROM_TREE = frozenset({
         "names", "_mentions", "calls", "imported", "aliases", "functions", "classes", "loop_functions",
         "iter_functions", "moved", "grows", "_grow_sites", "calls_eval_mode", "loop_in_grad_off", "nested_grad_off",
-        "has_loop", "has_stmt_loop", "eval_call_scopes", "loop_scopes", "no_grad_scopes",
+        "has_loop", "has_stmt_loop", "eval_before_loop", "eval_call_scopes", "loop_scopes", "no_grad_scopes",
     })
 
     def __init__(self, tree: Optional["ast.Module"] = None, text: str = "") -> None:
@@ -219,6 +219,11 @@ class AstFacts:
         grows: set = set()
         grow_sites: List[Tuple[str, Optional[str], "ast.AST"]] = []  # (call name, plain-name target, loop)
         open_loops: list = []  # the for/while statements around it
+        open_scopes: List[int] = [0]  # id() of the functions around it (0: the module)
+        # per scope (innermost function, or the module): where the first `.eval()`/`.train(False)`
+        # call starts, and where the last for/while loop starts (line, column)
+        first_eval: Dict[int, Tuple[int, int]] = {}
+        last_loop: Dict[int, Tuple[int, int]] = {}
         loop_functions: set = set()  # functions with a for/while inside (at any depth)
         iter_functions: set = set()  # functions with a for/while or a comprehension inside
         # context of the node being looked at (restored by the markers popped after a subtree)
@@ -264,6 +269,7 @@ class AstFacts:
                     grad_level -= 1
                 elif node is END_FN:
                     open_functions.pop()
+                    open_scopes.pop()
                     loop_depth, grad_loops = saved.pop()
                 continue
             if kind is Name:
@@ -296,11 +302,16 @@ class AstFacts:
                                 moved.add(vf.id)
                     elif attr == "eval":
                         eval_call_scopes.add(open_functions[-1] if open_functions else "")
+                        if not node.args and not node.keywords:
+                            at = (node.lineno, node.col_offset)
+                            first_eval[open_scopes[-1]] = min(at, first_eval.get(open_scopes[-1], at))
                     elif attr == "train" and any(
                         a.__class__ is Constant and a.value is False for a in [*node.args, *(k.value for k in node.keywords)]
                     ):
                         eval_mode = True  # `model.train(False)`
                         eval_call_scopes.add(open_functions[-1] if open_functions else "")
+                        at = (node.lineno, node.col_offset)
+                        first_eval[open_scopes[-1]] = min(at, first_eval.get(open_scopes[-1], at))
                 elif fk is Name:
                     calls.add(f.id)
             elif kind is Assign:
@@ -340,6 +351,8 @@ class AstFacts:
                 loop_functions.update(open_functions)
                 iter_functions.update(open_functions)
                 loop_scopes.add(open_functions[-1] if open_functions else "")
+                at = (node.lineno, node.col_offset)
+                last_loop[open_scopes[-1]] = max(at, last_loop.get(open_scopes[-1], at))
                 loop_depth += 1
                 open_loops.append(node)
                 if grad_level:
@@ -365,6 +378,7 @@ class AstFacts:
                 names[n] = get(n, 0) + 1
                 functions.add(n)
                 open_functions.append(n)
+                open_scopes.append(id(node))
                 saved.append((loop_depth, grad_loops))
                 loop_depth = grad_loops = 0
                 push(END_FN)
@@ -432,6 +446,9 @@ class AstFacts:
         #: `for`/`while` loop, with a `with no_grad()` (or decorated with `no_grad`; None: unknown,
         #: `no_grad` is imported under an alias)
         self.eval_call_scopes = frozenset(eval_call_scopes)
+        #: in some function (or at module level), an argument-less `.eval()` (or `.train(False)`)
+        #: call starts before one of its own for/while loops
+        self.eval_before_loop = any(at < last_loop[s] for s, at in first_eval.items() if s in last_loop)
         self.loop_scopes = frozenset(loop_scopes)
         self.no_grad_scopes: Optional[frozenset] = None if aliased_grad_off else frozenset(no_grad_scopes)
         #: whether the file has any loop or comprehension
@@ -528,14 +545,12 @@ class AstFacts:
     @cached_property
     def may_have_named_eval_loop(self) -> bool:
         """An evaluation loop by name or by `.eval()` (not only by `no_grad`): a `for`/`while` loop
-        and an `.eval()`/`.train(False)` call, or a loop in a function named eval/valid/test/...
-        (what SPD602 looks at: evaluation loops that do *not* turn gradients off)."""
+        after an argument-less `.eval()` (or `.train(False)`) call in the same function (or both at
+        module level), or a loop in a function named eval/valid/test/... (what SPD602 looks at:
+        evaluation loops that do *not* turn gradients off)."""
         if not self._eval_words:
             return False
-        # a loop whose own function is eval-named, or calls `.eval()`/`.train(...)` itself
-        return self.has_stmt_loop and (
-            not self.loop_scopes.isdisjoint(self.eval_call_scopes) or any(_is_eval_name(n) for n in self.loop_scopes if n)
-        )
+        return self.has_stmt_loop and (self.eval_before_loop or any(_is_eval_name(n) for n in self.loop_scopes if n))
 
     @cached_property
     def may_have_grad_off_inference(self) -> bool:
@@ -612,13 +627,58 @@ class AstFacts:
         return may_use_gpu(self.text)
 
 
+_AST_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
+
+
 def ast_prelook(text: str, rules: Sequence[Type[Rule]]) -> List[Type[Rule]]:
     """The rules whose `ast_precondition` holds on `text` (all of them when `ast` cannot parse it)."""
-    facts = AstFacts(None, text)  # parses on first need: text checks may answer first
-    try:
+    return _prelook(AstFacts(None, text), rules)
+
+
+def _prelook(facts: AstFacts, rules: Sequence[Type[Rule]]) -> List[Type[Rule]]:
+    try:  # the text is parsed on first need only: text checks may answer first
         return [r for r in rules if r.ast_precondition(facts)]  # type: ignore[attr-defined]
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+    except _AST_ERRORS:
         return list(rules)  # `ast` cannot parse it: LibCST decides (and reports the error)
+
+
+def _is_valid_python(facts: AstFacts) -> bool:
+    """Whether `ast` parses the text (the pre-look's parse counts; else it is parsed here)."""
+    if "_scanned" in facts.__dict__:
+        return True
+    import ast
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(facts.text, "<speedlint>", "exec", ast.PyCF_ONLY_AST)
+    except _AST_ERRORS:
+        return False
+    return True
+
+
+def _skip_validation(self: cst.CSTNode) -> None:
+    return None
+
+
+def parse_valid_module(text: str) -> cst.Module:
+    """`cst.parse_module` for a text known to be valid Python (`ast` parsed it).
+
+    LibCST validates every node it builds (`CSTNode.__post_init__` -> `_validate`): about a
+    quarter of the parse time, re-checking what the grammar already guarantees for parsed code.
+    Here that check is skipped for the nodes the parser builds, and only for them (it is put
+    back before this returns). The tree is the same (`deep_equals`, tested).
+    """
+    base = cst.CSTNode
+    saved = base.__dict__.get("__post_init__")
+    if saved is None:  # pragma: no cover - another LibCST: parse as usual
+        return cst.parse_module(text)
+    base.__post_init__ = _skip_validation  # type: ignore[method-assign]
+    try:
+        return cst.parse_module(text)
+    finally:
+        base.__post_init__ = saved  # type: ignore[method-assign]
 
 
 def syntax_error_message(exc: Exception) -> str:
@@ -645,8 +705,9 @@ def analyze_text(
     if profile is not None:
         profile.add("pre-filter", t1 - t0)
         profile.files += 1
+    facts = AstFacts(None, text)
     if prelook and enabled and all(getattr(r, "ast_precondition", None) is not None for r in enabled):
-        enabled = ast_prelook(text, enabled)
+        enabled = _prelook(facts, enabled)
         t1b = time.perf_counter()
         if profile is not None:
             profile.add("ast pre-look", t1b - t1)
@@ -654,7 +715,7 @@ def analyze_text(
     if not enabled:
         return Analysis(None, [])
     try:
-        module = cst.parse_module(text)
+        module = parse_valid_module(text) if _is_valid_python(facts) else cst.parse_module(text)
     except Exception as exc:  # ParserSyntaxError, and anything LibCST chokes on
         return Analysis(None, [], [Diagnostic(path, syntax_error_message(exc))])
     t2 = time.perf_counter()
