@@ -11,19 +11,19 @@
 
 from __future__ import annotations
 
-import inspect
 import re
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import islice
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple, Type
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Type
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.context import FileContext
+from speedlint.analyzer.providers.walk import indexed, visitor_methods
 from speedlint.analyzer.providers.walk import visit_batched as fast_visit_batched
 from speedlint.analyzer.rule import Diagnostic, Edit, Finding, Rule
 from speedlint.analyzer.sources import Source
@@ -731,8 +731,9 @@ def analyze_text(
         ctx._profile = profile
         visitors = [_Timed(rule(ctx), profile) for rule in enabled]
     try:
-        if not fast_visit_batched(module, [v.get_visitors() for v in visitors]):
-            cst.visit_batched(module, visitors)
+        with indexed(module):  # the tree is read once: every pass of the rules and providers reuses it
+            if not fast_visit_batched(module, [v.get_visitors() for v in visitors]):
+                cst.visit_batched(module, visitors)
     except RecursionError:
         return Analysis(None, [], [Diagnostic(path, "file too deeply nested to analyse")])
     t3 = time.perf_counter()
@@ -840,31 +841,6 @@ class _Wrapper(MetadataWrapper):
         if key is PositionProvider and key not in self._metadata:
             self._metadata[key] = PositionProvider()._gen(self)
         return super().resolve(key)
-
-
-_VISITOR_NAMES: Dict[type, Tuple[str, ...]] = {}
-
-
-def visitor_methods(visitor: cst.BatchableCSTVisitor) -> Dict[str, Callable[..., object]]:
-    """What `BatchableCSTVisitor.get_visitors()` answers, without its cost and side effects.
-
-    LibCST's own version runs `inspect.getmembers(self)`, which *evaluates every property* of
-    the visitor (a rule's lazily built analysis, e.g. SPD201's data flow, would be built for
-    every file, needed or not) and walks every attribute. Here the `visit_*`/`leave_*` methods
-    are found once per class (no-op stubs excluded, like LibCST does), then bound.
-    """
-    cls = type(visitor)
-    names = _VISITOR_NAMES.get(cls)
-    if names is None:
-        found = []
-        for name in dir(cls):
-            if not name.startswith(("visit_", "leave_")):
-                continue
-            attr = inspect.getattr_static(cls, name)
-            if inspect.isfunction(attr) and not getattr(attr, "_is_no_op", False):
-                found.append(name)
-        names = _VISITOR_NAMES[cls] = tuple(found)
-    return {name: getattr(visitor, name) for name in names}
 
 
 class _Batched(cst.BatchableCSTVisitor):

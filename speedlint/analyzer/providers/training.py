@@ -1,7 +1,7 @@
 """Where the training step is: torch-aware structure of one module, computed once per file.
 
-One pass over the module records parents, functions, classes, loops and the calls each loop
-body and function body makes. From that:
+One pass over the module's reading (`walk.TreeIndex`, which also answers parents and source
+order) records functions, classes, loops and the calls each loop body and function body makes. From that:
 
 * a **training-step loop** is a loop whose body, directly or through functions and methods of the
   same module that it calls (transitively), runs a `backward()` and an optimizer step
@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple, Union
+from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple, Union
 
 import libcst as cst
 
 from speedlint.analyzer.providers.names import ImportMap, dotted
-from speedlint.analyzer.providers.walk import children
+from speedlint.analyzer.providers.walk import TreeIndex, index_of
 
 Loop = Union[cst.For, cst.While]
 Unit = Union[cst.For, cst.While, cst.FunctionDef]
@@ -46,123 +46,91 @@ class UnitInfo:
 
 
 class _Walker:
-    """Records parents and per-unit calls in one traversal.
+    """Records functions, classes, loops and the calls of each unit, in one pass over the tree's
+    reading (`walk.TreeIndex`: a loop over a list, no field reads).
 
-    The traversal is `walk.children` based (LibCST's `visit` rebuilds every node: several times
-    slower); it reaches the same nodes in the same order as a `CSTVisitor` with these
-    `visit_*`/`leave_*` methods would (`visit_For`/`visit_While` visit some children themselves).
+    Units are what runs as a whole: a function (its whole subtree), a `for` loop's body (its
+    target and iterable run once, its `else` once), a `while` loop's test and body. A call belongs
+    to every unit around it up to and including its innermost function.
     """
 
-    def __init__(self, facts: "TorchFacts") -> None:
+    def __init__(self, facts: "TorchFacts", tree: TreeIndex) -> None:
         self.f = facts
-        self.nodes: List[cst.CSTNode] = []
-        self.units: List[UnitInfo] = []
-        self.classes: List[cst.ClassDef] = []
+        self.tree = tree
+        self.units: List[Tuple[int, int, UnitInfo]] = []  # (first, end) node indices of the part that runs
+        self.classes: List[Tuple[int, cst.ClassDef]] = []  # (end, class)
 
-    def visit(self, node: cst.CSTNode) -> None:
-        f = self.f
-        nodes = self.nodes
-        if nodes:
-            f.parents[node] = nodes[-1]
-        f.order[node] = len(f.order)
-        nodes.append(node)
-        kind = node.__class__
-        if kind is cst.For:
-            self.visit_For(node)  # type: ignore[arg-type]
-        elif kind is cst.While:
-            self.visit_While(node)  # type: ignore[arg-type]
-        else:
-            if kind is cst.Call:
-                self.visit_Call(node)  # type: ignore[arg-type]
-            elif kind is cst.Assign:
-                self.visit_Assign(node)  # type: ignore[arg-type]
-            elif kind is cst.FunctionDef:
-                self.visit_FunctionDef(node)  # type: ignore[arg-type]
-            elif kind is cst.ClassDef:
-                self.visit_ClassDef(node)  # type: ignore[arg-type]
-            visit = self.visit
-            for child in children(node):
-                visit(child)
-            if kind is cst.FunctionDef:
-                self.leave_FunctionDef(node)  # type: ignore[arg-type]
-            elif kind is cst.ClassDef:
-                self.leave_ClassDef(node)  # type: ignore[arg-type]
-        nodes.pop()
+    def run(self) -> None:
+        tree = self.tree
+        nodes, ends = tree.nodes, tree.ends
+        units, classes = self.units, self.classes
+        Call, Assign, For, While = cst.Call, cst.Assign, cst.For, cst.While
+        FunctionDef, ClassDef = cst.FunctionDef, cst.ClassDef
+        for i, node in enumerate(nodes):
+            while units and units[-1][1] <= i:
+                units.pop()
+            while classes and classes[-1][0] <= i:
+                classes.pop()
+            kind = node.__class__
+            if kind is Call:
+                self.visit_Call(node, i)  # type: ignore[arg-type]
+            elif kind is Assign:
+                if node.value.__class__ is Call:  # type: ignore[attr-defined]
+                    self.f._note_scheduler(node)  # type: ignore[arg-type]
+            elif kind is For:
+                body = tree.index(node.body)  # type: ignore[attr-defined]
+                self._push(node, body, ends[body])  # type: ignore[arg-type]
+            elif kind is While:
+                test, body = tree.index(node.test), tree.index(node.body)  # type: ignore[attr-defined]
+                self._push(node, test, ends[body])  # type: ignore[arg-type]
+            elif kind is FunctionDef:
+                self.visit_FunctionDef(node, i)  # type: ignore[arg-type]
+            elif kind is ClassDef:
+                classes.append((ends[i], node))  # type: ignore[arg-type]
+                self.f.class_defs.setdefault(node.name.value, []).append(node)  # type: ignore[attr-defined]
 
-    # -- units ----------------------------------------------------------------------------
     def _innermost_function(self) -> Optional[cst.FunctionDef]:
-        for u in reversed(self.units):
+        for _, _, u in reversed(self.units):
             if isinstance(u.node, cst.FunctionDef):
                 return u.node
         return None
 
-    def _push_loop(self, node: Loop) -> UnitInfo:
-        info = UnitInfo(node, self._innermost_function())
-        for u in reversed(self.units):
-            if isinstance(u.node, cst.FunctionDef):
-                break
-            u.inner_loops.append(node)
+    def _push(self, node: Unit, first: int, end: int) -> None:
+        if isinstance(node, cst.FunctionDef):
+            info = UnitInfo(node, self._innermost_function())
+        else:
+            info = UnitInfo(node, self._innermost_function())
+            for _, _, u in reversed(self.units):
+                if isinstance(u.node, cst.FunctionDef):
+                    break
+                u.inner_loops.append(node)
+            self.f.loops.append(node)
+            if info.function is not None:
+                self.f.units[info.function].inner_loops.append(node)
         self.f.units[node] = info
-        self.f.loops.append(node)
-        if info.function is not None:
-            self.f.units[info.function].inner_loops.append(node)
-        self.units.append(info)
-        return info
+        self.units.append((first, end, info))
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.classes.append(node)
-        self.f.class_defs.setdefault(node.name.value, []).append(node)
-
-    def leave_ClassDef(self, node: cst.ClassDef) -> None:
-        self.classes.pop()
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        parent = self.nodes[-2] if len(self.nodes) >= 2 else None
+    def visit_FunctionDef(self, node: cst.FunctionDef, i: int) -> None:
+        tree = self.tree
         owner = None
-        if isinstance(parent, cst.IndentedBlock) and self.classes:
-            cls_parent = self.f.parents.get(parent)
-            if cls_parent is self.classes[-1]:
-                owner = self.classes[-1]
+        parent = tree.parents[i]
+        if parent >= 0 and isinstance(tree.nodes[parent], cst.IndentedBlock) and self.classes:
+            grandparent = tree.parents[parent]
+            if grandparent >= 0 and tree.nodes[grandparent] is self.classes[-1][1]:
+                owner = self.classes[-1][1]
         self.f.function_class[node] = owner
         if owner is None:
             self.f.functions.setdefault(node.name.value, []).append(node)
         else:
             self.f.methods.setdefault((owner.name.value, node.name.value), []).append(node)
         self.f.all_functions.append(node)
-        info = UnitInfo(node, self._innermost_function())
-        self.f.units[node] = info
-        self.units.append(info)
+        self._push(node, i, tree.ends[i])
 
-    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.units.pop()
-
-    def visit_For(self, node: cst.For) -> bool:
-        # `target`/`iter` run once; the body runs per iteration; `else` once.
-        for attr in (node.target, node.iter):
-            self.visit(attr)
-        self._push_loop(node)
-        self.visit(node.body)
-        self.units.pop()
-        if node.orelse is not None:
-            self.visit(node.orelse)
-        return False
-
-    def visit_While(self, node: cst.While) -> bool:
-        self._push_loop(node)
-        self.visit(node.test)
-        self.visit(node.body)
-        self.units.pop()
-        if node.orelse is not None:
-            self.visit(node.orelse)
-        return False
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        if isinstance(node.value, cst.Call):
-            self.f._note_scheduler(node)
-
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: cst.Call, i: int) -> None:
         self.f.calls.append(node)
-        for u in reversed(self.units):
+        for first, _, u in reversed(self.units):
+            if first > i:
+                continue  # a `for` loop's body, and this call is in its target or iterable
             u.calls.append(node)
             if isinstance(u.node, cst.FunctionDef):
                 break
@@ -171,13 +139,39 @@ class _Walker:
                 self.f._collate_refs.append(kw.value)
 
 
+class _Order(Mapping):  # type: ignore[type-arg]
+    """node -> its position in visiting order (`TorchFacts.order`), read off the tree's index."""
+
+    def __init__(self, tree: TreeIndex) -> None:
+        self.tree = tree
+
+    def __getitem__(self, node: cst.CSTNode) -> int:
+        i = self.tree.index(node)
+        if i is None:
+            raise KeyError(node)
+        return i
+
+    def get(self, node: cst.CSTNode, default: Optional[int] = None) -> Optional[int]:  # type: ignore[override]
+        i = self.tree.index(node)
+        return default if i is None else i
+
+    def __contains__(self, node: object) -> bool:
+        return self.tree.index(node) is not None  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[cst.CSTNode]:
+        return iter(self.tree.nodes)
+
+    def __len__(self) -> int:
+        return len(self.tree.nodes)
+
+
 class TorchFacts:
     """Training-step, epoch, eval and per-sample structure of one module."""
 
     def __init__(self, module: cst.Module, imports: ImportMap) -> None:
         self.module = module
         self.imports = imports
-        self.parents: Dict[cst.CSTNode, cst.CSTNode] = {}
+        self.tree = index_of(module)
         self.units: Dict[Unit, UnitInfo] = {}
         self.loops: List[Loop] = []
         self.calls: List[cst.Call] = []
@@ -187,9 +181,10 @@ class TorchFacts:
         self.function_class: Dict[cst.FunctionDef, Optional[cst.ClassDef]] = {}
         self.class_defs: Dict[str, List[cst.ClassDef]] = {}
         self._collate_refs: List[cst.BaseExpression] = []
-        self.order: Dict[cst.CSTNode, int] = {}
+        #: node -> its position in visiting order (source order)
+        self.order: Mapping[cst.CSTNode, int] = _Order(self.tree)
         self._scheduler_names: Set[str] = set()
-        _Walker(self).visit(module)
+        _Walker(self, self.tree).run()
         for info in self.units.values():
             for call in info.calls:
                 info.callees.update(self.resolve_call(call, info))
@@ -381,13 +376,18 @@ class TorchFacts:
 
     # -- queries about a node --------------------------------------------------------------
     def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
-        return self.parents.get(node)
+        return self.tree.parent(node)
 
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-        node = self.parents.get(node)
-        while node is not None:
-            yield node
-            node = self.parents.get(node)
+        tree = self.tree
+        i = tree.index(node)
+        if i is None:
+            return
+        nodes, parents = tree.nodes, tree.parents
+        i = parents[i]
+        while i >= 0:
+            yield nodes[i]
+            i = parents[i]
 
     def enclosing_function(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
         for a in self.ancestors(node):

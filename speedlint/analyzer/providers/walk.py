@@ -1,4 +1,4 @@
-"""A read-only traversal of LibCST trees, several times faster than `CSTNode.visit`.
+"""Read-only traversals of LibCST trees, several times faster than `CSTNode.visit`.
 
 LibCST's `visit` (and `CSTNode.children`) run each node's `_visit_and_replace_children`, which
 rebuilds (and re-validates) every node of the tree even when the visitor changes nothing: a
@@ -8,13 +8,19 @@ directly, in the order `_visit_and_replace_children` visits them (learned once p
 its source, and checked against LibCST's own `children` on the first node of each class; a class
 that does not match, or whose source cannot be read, falls back to `children`). The nodes, and
 their order, are exactly the ones LibCST's visit reaches.
+
+A file's tree is read once: `TreeIndex` lists every node in that order (preorder) with where its
+subtree ends and its parent. While `indexed(module)` is active, every pass below over that tree
+(the rules' batched traversal, `visit`, `children`, `preorder`) runs over the index: a loop over
+a list, no field reads.
 """
 
 from __future__ import annotations
 
 import inspect
 import re
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from contextlib import contextmanager
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -63,8 +69,7 @@ def _read(node: cst.CSTNode, fields: Tuple[str, ...]) -> List[cst.CSTNode]:
     return out
 
 
-def children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
-    """`node.children`, without rebuilding the node."""
+def _read_children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
     try:
         fields = _FIELDS[node.__class__]
     except KeyError:
@@ -74,6 +79,131 @@ def children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
     return _read(node, fields)
 
 
+# -- one reading of a tree ------------------------------------------------------------------------
+class TreeIndex:
+    """Every node of a tree in visiting order (preorder), read once.
+
+    `nodes[i]`'s subtree is `nodes[i:ends[i]]`; `parents[i]` is the index of its parent (-1 for the
+    root). Nodes are found by identity (`index(node)`), never by equality.
+    """
+
+    __slots__ = ("nodes", "ends", "parents", "_pos")
+
+    def __init__(self, root: cst.CSTNode) -> None:
+        nodes: List[cst.CSTNode] = []
+        ends: List[int] = []
+        parents: List[int] = []
+        stack: list = [(root, -1)]
+        pop, push, extend = stack.pop, stack.append, stack.extend
+        add_node, add_end, add_parent = nodes.append, ends.append, parents.append
+        read = _read_children
+        while stack:
+            item = pop()
+            if item.__class__ is int:  # the subtree of nodes[item] is done
+                ends[item] = len(nodes)
+                continue
+            node, parent = item
+            i = len(nodes)
+            add_node(node)
+            add_end(0)
+            add_parent(parent)
+            push(i)
+            kids = read(node)
+            if kids:
+                extend([(k, i) for k in reversed(kids)])
+        self.nodes = nodes
+        self.ends = ends
+        self.parents = parents
+        self._pos = {id(n): i for i, n in enumerate(nodes)}
+
+    def index(self, node: cst.CSTNode) -> Optional[int]:
+        """Where `node` is in `nodes` (None: not in this tree)."""
+        i = self._pos.get(id(node))
+        if i is None or self.nodes[i] is not node:
+            return None
+        return i
+
+    def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        i = self.index(node)
+        if i is None:
+            return None
+        p = self.parents[i]
+        return self.nodes[p] if p >= 0 else None
+
+    def children_at(self, i: int) -> List[cst.CSTNode]:
+        nodes, ends = self.nodes, self.ends
+        out = []
+        j, end = i + 1, ends[i]
+        while j < end:
+            out.append(nodes[j])
+            j = ends[j]
+        return out
+
+
+_ACTIVE: Optional[TreeIndex] = None
+
+
+@contextmanager
+def indexed(root: cst.CSTNode) -> Iterator[TreeIndex]:
+    """Read the tree once; within the block, the passes below over it use that reading."""
+    global _ACTIVE
+    saved = _ACTIVE
+    _ACTIVE = index = TreeIndex(root)
+    try:
+        yield index
+    finally:
+        _ACTIVE = saved
+
+
+def index_of(root: cst.CSTNode) -> TreeIndex:
+    """The active index when `root` is the tree it was made for, else a new reading of `root`."""
+    active = _ACTIVE
+    if active is not None and active.nodes[0] is root:
+        return active
+    return TreeIndex(root)
+
+
+def _located(node: cst.CSTNode) -> Optional[Tuple[TreeIndex, int]]:
+    active = _ACTIVE
+    if active is None:
+        return None
+    i = active.index(node)
+    return None if i is None else (active, i)
+
+
+def children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
+    """`node.children`, without rebuilding the node."""
+    found = _located(node)
+    if found is not None:
+        return found[0].children_at(found[1])
+    return _read_children(node)
+
+
+def preorder(root: cst.CSTNode, skip: Tuple[type, ...] = ()) -> Iterator[cst.CSTNode]:
+    """`root` and its descendants in visiting order, not entering nodes of the `skip` classes
+    (other than `root`: they are yielded, their subtrees are not)."""
+    found = _located(root)
+    if found is None:
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            yield node
+            if skip and node is not root and isinstance(node, skip):
+                continue
+            stack.extend(reversed(_read_children(node)))
+        return
+    index, i = found
+    nodes, ends = index.nodes, index.ends
+    end = ends[i]
+    yield nodes[i]
+    j = i + 1
+    while j < end:
+        node = nodes[j]
+        yield node
+        j = ends[j] if skip and isinstance(node, skip) else j + 1
+
+
+# -- visitors -------------------------------------------------------------------------------------
 _ATTRIBUTE_HOOK = re.compile(r"^(visit|leave)_[A-Za-z]+_\w+$")
 
 
@@ -92,25 +222,59 @@ def visit_batched(module: cst.CSTNode, visitors: Sequence[Mapping[str, Callable[
                 return False
             kind, _, node_type = name.partition("_")
             (visit if kind == "visit" else leave).setdefault(node_type, []).append(fn)
-    end = object()
-    stack: List[object] = [module]
-    pop, push, extend = stack.pop, stack.append, stack.extend
-    while stack:
-        item = pop()
-        if item is end:
-            node = pop()
-            for fn in leave.get(node.__class__.__name__, ()):  # type: ignore[union-attr]
-                fn(node)  # type: ignore[arg-type]
-            continue
-        node = item  # type: ignore[assignment]
-        for fn in visit.get(node.__class__.__name__, ()):
-            fn(node)
-        push(node)
-        push(end)
-        kids = children(node)
-        if kids:
-            extend(reversed(kids))
+    index = index_of(module)
+    _run(index, 0, _by_name(visit), _by_name(leave), prune=False)
     return True
+
+
+def _by_name(table: Dict[str, List[Callable[[cst.CSTNode], object]]]) -> Dict[str, Callable[[cst.CSTNode], object]]:
+    """One callable per node class name (calling each method in turn when there are several)."""
+    out: Dict[str, Callable[[cst.CSTNode], object]] = {}
+    for name, fns in table.items():
+        if len(fns) == 1:
+            out[name] = fns[0]
+        else:
+            out[name] = lambda node, fns=tuple(fns): [fn(node) for fn in fns] and None
+    return out
+
+
+def _run(
+    index: TreeIndex,
+    start: int,
+    visit: Mapping[str, Callable[[cst.CSTNode], object]],
+    leave: Mapping[str, Callable[[cst.CSTNode], object]],
+    prune: bool,
+) -> None:
+    """Visit `nodes[start]`'s subtree: `visit[name](node)` on the way down, `leave[name](node)`
+    after its subtree; with `prune`, a visit that returns False skips the node's children (its
+    leave still runs), as in LibCST."""
+    nodes, ends = index.nodes, index.ends
+    end = ends[start]
+    pending: List[Tuple[int, cst.CSTNode, Callable[[cst.CSTNode], object]]] = []  # leaves to run
+    j = start
+    while j < end:
+        while pending and pending[-1][0] <= j:
+            _, done, fn = pending.pop()
+            fn(done)
+        node = nodes[j]
+        name = node.__class__.__name__
+        fn = visit.get(name)
+        descend = True
+        if fn is not None:
+            result = fn(node)
+            descend = not prune or result is not False
+        after = leave.get(name)
+        if descend:
+            if after is not None:
+                pending.append((ends[j], node, after))
+            j += 1
+        else:
+            if after is not None:
+                after(node)
+            j = ends[j]
+    while pending:
+        _, done, fn = pending.pop()
+        fn(done)
 
 
 _HOOKS: Dict[type, bool] = {}
@@ -128,29 +292,61 @@ def _has_attribute_hooks(cls: type) -> bool:
     return found
 
 
+#: visitor class -> the names of its own `visit_<Node>`/`leave_<Node>` methods (no-op stubs left out)
+_METHOD_NAMES: Dict[type, Tuple[str, ...]] = {}
+
+
+def visitor_methods(visitor: object) -> Dict[str, Callable[..., object]]:
+    """The visitor's `visit_*`/`leave_*` methods, bound, by name (LibCST's no-op stubs left out).
+
+    Like `BatchableCSTVisitor.get_visitors()`, without its cost and side effects: LibCST's
+    version runs `inspect.getmembers(self)`, which *evaluates every property* of the visitor (a
+    rule's lazily built analysis would be built for every file, needed or not).
+    """
+    cls = type(visitor)
+    names = _METHOD_NAMES.get(cls)
+    if names is None:
+        found = []
+        for name in dir(cls):
+            if not name.startswith(("visit_", "leave_")):
+                continue
+            attr = inspect.getattr_static(cls, name)
+            if inspect.isfunction(attr) and not getattr(attr, "_is_no_op", False):
+                found.append(name)
+        names = _METHOD_NAMES[cls] = tuple(found)
+    return {name: getattr(visitor, name) for name in names}
+
+
 def visit(root: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
-    """`root.visit(visitor)` for a read-only `CSTVisitor`: the same `on_visit`/`on_leave` calls
-    (so the same `visit_*`/`leave_*` calls, a False from `visit_*` skipping the children), in the
-    same order, without rebuilding the tree. A visitor with attribute hooks
-    (`visit_<Node>_<field>`) is run by LibCST itself."""
-    if _has_attribute_hooks(type(visitor)):
+    """`root.visit(visitor)` for a read-only `CSTVisitor`: the same `visit_*`/`leave_*` calls (a
+    False from `visit_*` skipping the children), in the same order, without rebuilding the tree.
+    A visitor with attribute hooks (`visit_<Node>_<field>`) is run by LibCST itself."""
+    cls = type(visitor)
+    if _has_attribute_hooks(cls):
         root.visit(visitor)
         return
+    found = _located(root)
+    index, start = found if found is not None else (TreeIndex(root), 0)
+    if cls.on_visit is cst.CSTVisitor.on_visit and cls.on_leave is cst.CSTVisitor.on_leave:
+        visits: Dict[str, Callable[[cst.CSTNode], object]] = {}
+        leaves: Dict[str, Callable[[cst.CSTNode], object]] = {}
+        for name, fn in visitor_methods(visitor).items():
+            kind, _, node_type = name.partition("_")
+            (visits if kind == "visit" else leaves)[node_type] = fn
+        _run(index, start, visits, leaves, prune=True)
+        return
+    # the visitor decides per node itself (`on_visit`/`on_leave` overridden)
     on_visit, on_leave = visitor.on_visit, visitor.on_leave
-    end = object()
-    stack: List[object] = [root]
-    pop, push, extend = stack.pop, stack.append, stack.extend
-    while stack:
-        item = pop()
-        if item is end:
-            on_leave(pop())  # type: ignore[arg-type]
-            continue
-        node: cst.CSTNode = item  # type: ignore[assignment]
-        if on_visit(node):
-            push(node)
-            push(end)
-            kids = children(node)
-            if kids:
-                extend(reversed(kids))
-        else:
-            on_leave(node)
+    every: Dict[str, Callable[[cst.CSTNode], object]] = _Every(on_visit)  # type: ignore[assignment]
+    _run(index, start, every, _Every(on_leave), prune=True)  # type: ignore[arg-type]
+
+
+class _Every(dict):  # type: ignore[type-arg]
+    """A table that answers the same function for every node class."""
+
+    def __init__(self, fn: Callable[[cst.CSTNode], object]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def get(self, key, default=None):  # type: ignore[no-untyped-def,override]
+        return self.fn

@@ -20,7 +20,7 @@ import libcst as cst
 
 from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.providers.names import dotted
-from speedlint.analyzer.providers.walk import children
+from speedlint.analyzer.providers.walk import preorder
 from speedlint.analyzer.rule import ImportSpec
 
 MODEL_WORDS = {
@@ -76,15 +76,12 @@ def is_test_file(path: str) -> bool:
     return base.startswith("test_") or base.endswith("_test.py") or base == "conftest.py"
 
 
+_DEFS = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
 def iter_nodes(root: cst.CSTNode, skip_defs: bool = True) -> Iterator[cst.CSTNode]:
     """`root` and its descendants, without entering nested function/class/lambda bodies."""
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        yield node
-        if skip_defs and node is not root and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        stack.extend(reversed(children(node)))
+    return preorder(root, _DEFS if skip_defs else ())
 
 
 def torch_spelling(ctx: FileContext, func: cst.BaseExpression, attr: str) -> Tuple[cst.BaseExpression, Tuple[ImportSpec, ...]]:
