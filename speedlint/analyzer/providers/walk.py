@@ -25,58 +25,71 @@ from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, 
 import libcst as cst
 
 _FIELD = re.compile(r"visit_\w+\(\s*self,\s*\"(\w+)\"")
-#: node class -> the fields holding its children, in visiting order (None: use `node.children`)
-_FIELDS: Dict[type, Optional[Tuple[str, ...]]] = {}
+#: node class -> a function listing a node's children (`_reader`), learned on first sight
+_READERS: Dict[type, Callable[[cst.CSTNode], Sequence[cst.CSTNode]]] = {}
 _Node = cst.CSTNode
+#: value classes seen in child fields: nodes, and the others (None, `MaybeSentinel`, and the
+#: `ImportStar` of `from m import *`, which LibCST does not visit) (`isinstance` on LibCST's
+#: abstract base class is slow: each class is tested once)
+_NODE_CLASSES: set = set()
+_OTHER_CLASSES: set = {type(None), cst.ImportStar}
 
 
-def _learn(node: cst.CSTNode) -> Optional[Tuple[str, ...]]:
+def _classify(kind: type, value: object) -> bool:
+    if isinstance(value, _Node) and kind is not cst.ImportStar:
+        _NODE_CLASSES.add(kind)
+        return True
+    _OTHER_CLASSES.add(kind)
+    return False
+
+
+def _reader(fields: Tuple[str, ...]) -> Callable[[cst.CSTNode], List[cst.CSTNode]]:
+    """A function that reads these fields of a node, in this order, into a list of children
+    (sequences flattened, non-nodes left out). Generated: one attribute read per field."""
+    lines = ["def read(node):", "    out = []"]
+    for name in fields:
+        lines += [
+            f"    v = node.{name}",
+            "    k = v.__class__",
+            "    if k is tuple or k is list:",
+            "        out.extend(v)",
+            "    elif k in nodes or (k not in others and classify(k, v)):",
+            "        out.append(v)",
+        ]
+    lines.append("    return out")
+    namespace = {"nodes": _NODE_CLASSES, "others": _OTHER_CLASSES, "classify": _classify}
+    exec("\n".join(lines), namespace)  # field names are identifiers read from LibCST's source
+    return namespace["read"]  # type: ignore[no-any-return]
+
+
+def _children_property(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
+    return node.children
+
+
+def _learn(node: cst.CSTNode) -> Callable[[cst.CSTNode], Sequence[cst.CSTNode]]:
     cls = node.__class__
+    read: Callable[[cst.CSTNode], Sequence[cst.CSTNode]] = _children_property
     try:
         source = inspect.getsource(cls._visit_and_replace_children)
     except (OSError, TypeError):
-        fields: Optional[Tuple[str, ...]] = None
+        pass
     else:
         names: List[str] = []
         for name in _FIELD.findall(source):
             if name not in names:
                 names.append(name)
-        fields = tuple(names)
-    if fields is not None and [id(c) for c in _read(node, fields)] != [id(c) for c in node.children]:
-        fields = None  # not what LibCST visits: trust LibCST
-    _FIELDS[cls] = fields
-    return fields
-
-
-#: value class -> whether it is a node (`isinstance` on LibCST's abstract base is slow)
-_IS_NODE: Dict[type, bool] = {tuple: False, list: False, type(None): False, cst.ImportStar: False}
-
-
-def _read(node: cst.CSTNode, fields: Tuple[str, ...]) -> List[cst.CSTNode]:
-    out: List[cst.CSTNode] = []
-    is_node = _IS_NODE
-    for name in fields:
-        value = getattr(node, name)
-        kind = value.__class__
-        if kind is tuple or kind is list:
-            out.extend(value)
-            continue
-        known = is_node.get(kind)
-        if known is None:
-            known = is_node[kind] = isinstance(value, _Node)
-        if known:  # (`from m import *`: LibCST does not visit the star, nor do we)
-            out.append(value)
-    return out
+        candidate = _reader(tuple(names))
+        if [id(c) for c in candidate(node)] == [id(c) for c in node.children]:
+            read = candidate  # else: not what LibCST visits: trust LibCST
+    _READERS[cls] = read
+    return read
 
 
 def _read_children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
-    try:
-        fields = _FIELDS[node.__class__]
-    except KeyError:
-        fields = _learn(node)
-    if fields is None:
-        return node.children
-    return _read(node, fields)
+    read = _READERS.get(node.__class__)
+    if read is None:
+        read = _learn(node)
+    return read(node)
 
 
 # -- one reading of a tree ------------------------------------------------------------------------
@@ -93,28 +106,34 @@ class TreeIndex:
         nodes: List[cst.CSTNode] = []
         ends: List[int] = []
         parents: List[int] = []
-        stack: list = [(root, -1)]
+        # two stacks in step: what to visit next, and the index of its parent; a None node marks
+        # the end of the subtree of the node whose index is beside it
+        stack: List[Optional[cst.CSTNode]] = [root]
+        owners: List[int] = [-1]
         pop, push, extend = stack.pop, stack.append, stack.extend
+        owner, push_owner, extend_owners = owners.pop, owners.append, owners.extend
         add_node, add_end, add_parent = nodes.append, ends.append, parents.append
         read = _read_children
         while stack:
-            item = pop()
-            if item.__class__ is int:  # the subtree of nodes[item] is done
-                ends[item] = len(nodes)
+            node = pop()
+            parent = owner()
+            if node is None:  # the subtree of nodes[parent] is done
+                ends[parent] = len(nodes)
                 continue
-            node, parent = item
             i = len(nodes)
             add_node(node)
             add_end(0)
             add_parent(parent)
-            push(i)
+            push(None)
+            push_owner(i)
             kids = read(node)
             if kids:
-                extend([(k, i) for k in reversed(kids)])
+                extend(reversed(kids))
+                extend_owners([i] * len(kids))
         self.nodes = nodes
         self.ends = ends
         self.parents = parents
-        self._pos = {id(n): i for i, n in enumerate(nodes)}
+        self._pos = dict(zip(map(id, nodes), range(len(nodes))))
 
     def index(self, node: cst.CSTNode) -> Optional[int]:
         """Where `node` is in `nodes` (None: not in this tree)."""
