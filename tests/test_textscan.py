@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from speedlint.analyzer.textscan import _GPU_HINT, has_word, has_word_then, may_use_gpu, word_ends
+from speedlint.analyzer.textscan import _GPU_HINT, has_word, has_word_then, may_grow, may_use_gpu, word_ends
 
 TEXTS = [
     "",
@@ -58,3 +58,75 @@ def test_word_ends_lists_every_whole_word_occurrence():
 @pytest.mark.parametrize("text", TEXTS)
 def test_may_use_gpu_is_the_hint_regex(text):
     assert may_use_gpu(text) == (_GPU_HINT.search(text) is not None)
+
+
+# -- may_grow: the text check for SPD404's grow sites --------------------------------------------
+GROW = ("cat", "concat", "concatenate", "stack", "vstack", "hstack")
+GROWS = [  # every one is a grow site in a loop: the text check must say "maybe"
+    "for x in xs:\n    acc = torch.cat([acc, x])\n",
+    "for x in xs:\n    acc = torch.cat((x, acc), dim=0)\n",
+    "while True:\n    acc = np.concatenate(\n        [acc,  # so far\n         x],\n        axis=0,\n    )\n",
+    "for x in xs:\n    acc = x if acc is None else torch.cat([acc, x])\n",
+    "for x in xs:\n    self.acc = torch.cat([self . acc, x])\n",
+    "for x in xs: acc = torch.cat([acc, x])\n",
+    "for x in xs:\n    if x:\n        with ctx:\n            acc = torch.cat(tensors=[(acc), x])\n",
+    "def f(\n    xs,\n):\n    for x in xs:\n        acc = torch.cat([acc, x])\n",
+    "for x in xs:\n    acc \\\n        = torch.cat([acc, x])\n",
+    "from torch import cat as join\nfor x in xs:\n    acc = join([acc, x])\n",
+    "for x in xs:\n    acc = torch.cat([acc, x], dim=get('#'))\n",  # a string in the call: maybe
+    "for x in xs:\n\tacc = torch.cat([acc, x])\n",  # tabs: maybe
+    'for x in xs:\n    """\ndef not_a_def():\n    """\n    acc = torch.cat([acc, x])\n',
+]
+NO_GROWS = [  # no grow site in a loop: the text check may say "no"
+    "acc = torch.cat([acc, x])\n",  # not in a loop
+    "def f(xs):\n    acc = torch.cat([acc, x])\n    for x in xs:\n        pass\n",
+    "for x in xs:\n    y = torch.cat([acc, x])\n",  # another name
+    "acc = 1\nfor x in xs:\n    y = torch.cat([acc, x])\n",  # `acc =` is an earlier statement
+    "for x in xs:\n    y = f(acc=torch.cat([acc, x]))\n",  # a keyword argument, not the target
+    "for x in xs:\n    acc = torch.cat([acc])\n",  # one element
+    "# torch.cat([acc, x]) in a loop\nacc = 1\n",
+]
+
+
+@pytest.mark.parametrize("text", GROWS)
+def test_may_grow_says_maybe_for_every_site(text):
+    import ast
+
+    from speedlint.analyzer.engine import AstFacts
+
+    assert not AstFacts(ast.parse(text), text).grows.isdisjoint(GROW + ("join",))  # a site indeed
+    assert may_grow(text, GROW)
+
+
+@pytest.mark.parametrize("text", NO_GROWS)
+def test_may_grow_says_no_without_a_site_in_a_loop(text):
+    assert not may_grow(text, GROW)
+
+
+def test_may_grow_never_misses_a_site_in_real_code():
+    """On the fixtures and installed packages: wherever `ast` sees a grow site, the text says maybe."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    from speedlint.analyzer.engine import AstFacts
+
+    root = Path(__file__).resolve().parent.parent
+    files = sorted((root / "fixtures").rglob("*.py"))
+    for package in ("torch", "numpy"):
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.origin:
+            files += sorted(Path(spec.origin).parent.rglob("*.py"))
+    seen = 0
+    for path in files:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if not any(g in text for g in GROW):
+            continue
+        try:
+            facts = AstFacts(ast.parse(text), text)
+        except (SyntaxError, ValueError):
+            continue
+        if not facts.grows.isdisjoint(GROW):
+            seen += 1
+            assert may_grow(text, GROW), path
+    assert seen > 0

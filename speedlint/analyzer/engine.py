@@ -27,7 +27,7 @@ from speedlint.analyzer.providers.walk import indexed, visitor_methods
 from speedlint.analyzer.providers.walk import visit_batched as fast_visit_batched
 from speedlint.analyzer.rule import Diagnostic, Edit, Finding, Rule
 from speedlint.analyzer.sources import Source
-from speedlint.analyzer.textscan import has_word, has_word_then, may_use_gpu, word_ends
+from speedlint.analyzer.textscan import has_word, has_word_then, may_grow, may_use_gpu, word_ends
 
 if TYPE_CHECKING:  # pragma: no cover - `ast` is imported lazily where it is needed
     import ast
@@ -91,6 +91,8 @@ _CALL_OR_ALIAS = re.compile(r"(?:\s|\\|#[^\n]*\n)*(?:\(|as\b)")
 #: After `def` (also `async def`, and across a line continuation): the function's name.
 _DEF_NAME = re.compile(r"[\s\\]+(\w+)")
 _ALIAS = re.compile(r"(?:\s|\\)+as\b")
+#: What follows a called name: `(`, with whitespace, comments and line continuations between.
+_CALL = re.compile(r"(?:\s|\\|#[^\n]*\n)*\(")
 #: The last parts of what `TorchFacts.is_grad_off` accepts (`torch.no_grad`, `torch.inference_mode`).
 _GRAD_OFF = frozenset({"no_grad", "inference_mode"})
 
@@ -492,6 +494,10 @@ class AstFacts:
             return True
         return has_word_then(self.text, _CALL_OR_ALIAS, *names)
 
+    def text_may_grow(self, *names: str) -> bool:
+        """Text check (no parse) for `grows`: see `textscan.may_grow`."""
+        return not self._text_checks or may_grow(self.text, names)
+
     def moves_any(self, *names: str) -> bool:
         """Whether the result of a call of one of the names is moved with `.to()`/`.cuda()`
         (`moved`), after a text check: a `)` followed by `.to`/`.cuda`."""
@@ -548,7 +554,7 @@ class AstFacts:
         after an argument-less `.eval()` (or `.train(False)`) call in the same function (or both at
         module level), or a loop in a function named eval/valid/test/... (what SPD602 looks at:
         evaluation loops that do *not* turn gradients off)."""
-        if not self._eval_words:
+        if not self._eval_words or not self._eval_loop_words:
             return False
         return self.has_stmt_loop and (self.eval_before_loop or any(_is_eval_name(n) for n in self.loop_scopes if n))
 
@@ -588,14 +594,32 @@ class AstFacts:
             return True
         from speedlint.analyzer.providers.training import EVAL_NAME
 
-        if self.text_has_word("eval", "train"):
-            return True
+        return self.text_has_word("eval", "train") or self._eval_named_def
+
+    @cached_property
+    def _eval_named_def(self) -> bool:
+        """Text check: a `def` whose name `EVAL_NAME` matches."""
+        from speedlint.analyzer.providers.training import EVAL_NAME
+
         text = self.text
         for end in word_ends(text, "def"):
             name = _DEF_NAME.match(text, end)
             if name is not None and EVAL_NAME.search(name.group(1)):
                 return True
         return False
+
+    @cached_property
+    def _eval_loop_words(self) -> bool:
+        """Text check for `may_have_named_eval_loop`: a `for`/`while`, and an `eval(...)` call, a
+        `train(...)` call and a `False`, or an eval-named `def`."""
+        if not self._text_checks:
+            return True
+        text = self.text
+        if not has_word(text, "for", "while"):
+            return False
+        if has_word_then(text, _CALL, "eval") or ("False" in text and has_word_then(text, _CALL, "train")):
+            return True
+        return self._eval_named_def
 
     @cached_property
     def may_have_sample_function(self) -> bool:

@@ -10,7 +10,7 @@ that must follow the word is then matched at that one place.
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from typing import Iterator, List, Sequence
 
 
 def _is_word_char(c: str) -> bool:
@@ -61,3 +61,220 @@ def may_use_gpu(text: str) -> bool:
     if not any(p in text for p in _GPU_OTHER):
         return False
     return _GPU_HINT.search(text) is not None
+
+
+_OPEN = {"(": ")", "[": "]", "{": "}"}
+_CLOSE = {")", "]", "}"}
+_CALL_OPEN = re.compile(r"(?:\s|\\|#[^\n]*\n)*(\()")
+_ALIAS_AFTER = re.compile(r"(?:\s|\\)+as\b")
+_KEYWORD = re.compile(r"\s*\w+\s*=(?!=)")
+_DOTTED = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*")
+#: the longest argument list looked at; a longer one counts as a possible site
+_MAX_ARGS = 4000
+_COMMENT = re.compile(r"#[^\n]*")
+
+
+class _GiveUp(Exception):
+    """The text is not simple enough to read here: the answer is "maybe"."""
+
+
+def _split_top(text: str) -> List[str]:
+    """`text` (the inside of brackets, no strings or comments in it) split at its top-level commas."""
+    parts: List[str] = []
+    depth = 0
+    start = 0
+    for i, c in enumerate(text):
+        if c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def _call_arguments(text: str, open_at: int) -> str:
+    """The text between the `(` at `open_at` and its `)`, comments blanked out (_GiveUp on
+    strings, or when too long)."""
+    depth = 0
+    limit = min(len(text), open_at + _MAX_ARGS)
+    i = open_at
+    while i < limit:
+        c = text[i]
+        if c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            depth -= 1
+            if depth == 0:
+                return _COMMENT.sub("", text[open_at + 1 : i])
+        elif c == "#":
+            i = text.find("\n", i)  # a comment (no string was open: strings give up)
+            if i < 0:
+                break
+            continue
+        elif c in "'\"":
+            raise _GiveUp
+        i += 1
+    raise _GiveUp
+
+
+def _unwrap(expr: str) -> str:
+    """`((x))` -> `x` (`ast` drops the parentheses), whitespace and continuations removed."""
+    expr = expr.replace("\\\n", " ").strip()
+    while len(expr) >= 2 and expr[0] == "(" and expr[-1] == ")" and _balanced(expr[1:-1]):
+        expr = expr[1:-1].strip()
+    return expr
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for c in text:
+        if c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            depth -= 1
+            if depth < 0:
+                return False
+    return depth == 0
+
+
+def _grown_candidates(arguments: str) -> List[str]:
+    """The first and last elements (dotted names) of the list/tuple literals among the arguments."""
+    out = []
+    for arg in _split_top(arguments):
+        arg = arg.replace("\\\n", " ")
+        keyword = _KEYWORD.match(arg)
+        if keyword is not None:
+            arg = arg[keyword.end():]
+        arg = arg.strip()
+        if len(arg) < 2 or (arg[0], arg[-1]) not in (("[", "]"), ("(", ")")) or not _balanced(arg[1:-1]):
+            continue
+        elements = _split_top(arg[1:-1])
+        if elements and not elements[-1].strip():
+            elements.pop()  # a trailing comma
+        if len(elements) < 2:
+            continue
+        for element in (elements[0], elements[-1]):
+            name = re.sub(r"\s+", "", _unwrap(element))
+            if _DOTTED.fullmatch(name):
+                out.append(name)
+    return out
+
+
+def may_grow(text: str, names: Sequence[str]) -> bool:
+    """Text check for "`x = f([x, ...])` or `x = f([..., x])` with `f` one of `names`" (the sites
+    the `ast` pre-look's `grows` records): False only when no call of one of the names has a
+    list/tuple argument whose first or last element is a name the text also assigns (`x = `).
+    Strings or comments inside such a call, an import alias of one of the names, or a very long
+    call count as "maybe" (True)."""
+    for name in names:
+        if name not in text:
+            continue
+        for end in word_ends(text, name):
+            if _ALIAS_AFTER.match(text, end):
+                return True  # `import cat as join`: calls under another name
+            call = _CALL_OPEN.match(text, end)
+            if call is None:
+                continue
+            try:
+                candidates = _grown_candidates(_call_arguments(text, call.start(1)))
+            except _GiveUp:
+                return True
+            for target in candidates:
+                if _assigned_by_statement(text, target, end - len(name)) and _in_loop(text, end - len(name)):
+                    return True
+    return False
+
+
+_BLOCK = re.compile(
+    r"(?:(for|while|async[ \t]+for)|(def|async[ \t]+def|class)|(if|elif|try|except|finally|with|async[ \t]+with|match|case))\b"
+)
+_TRIPLE_QUOTES = ('"""', "'''")
+
+
+def _in_loop(text: str, at: int) -> bool:
+    """Whether the line holding offset `at` may be inside a `for`/`while` statement of its own
+    function, read from indentation: the enclosing block headers are found going up (fewer
+    leading spaces each time) until a loop (True) or a `def`/`class` (False). Anything the
+    indentation cannot tell for sure counts as "maybe" (True): tabs, a line with fewer leading
+    spaces that is not a block header (a continued expression, string contents), `else:`, or
+    an odd number of triple quotes between the header and the line (the header may be string
+    contents)."""
+    start = text.rfind("\n", 0, at) + 1
+    stop = text.find("\n", at)
+    line = text[start : stop if stop >= 0 else len(text)]
+    stripped = line.lstrip(" ")
+    if stripped.startswith("\t"):
+        return True
+    own = _BLOCK.match(stripped)
+    if own is not None and own.group(1):
+        return True  # `for x in xs: acc = cat([acc, x])`
+    indent = len(line) - len(stripped)
+    end = start  # lines above: text[start:end - 1], going up
+    while end > 0:
+        start = text.rfind("\n", 0, end - 1) + 1
+        line = text[start : end - 1]
+        end = start
+        stripped = line.lstrip(" ")
+        if not stripped or stripped.startswith("#"):
+            continue
+        depth = len(line) - len(stripped)
+        if depth >= indent:
+            continue
+        if stripped.startswith("\t"):
+            return True
+        block = _BLOCK.match(stripped)
+        if block is None and stripped.startswith((")", "]")) and stripped.split("#", 1)[0].rstrip().endswith(":"):
+            # `) -> int:` closes a header written over several lines: its first line is the
+            # next one up with as few leading spaces (the lines between are its arguments)
+            indent = depth + 1
+            continue
+        if block is None or block.group(1) or any(text.count(q, start, at) % 2 for q in _TRIPLE_QUOTES):
+            return True  # a loop, or nothing sure
+        if block.group(2):
+            return False  # the function (or class) it is in has no loop around it
+        indent = depth
+    return False
+
+
+def _assigned_by_statement(text: str, target: str, at: int) -> bool:
+    """Whether the statement around offset `at` may be `target = ...` (the value holding `at`):
+    the closest `target =` before `at` that is not a keyword argument, with no statement boundary
+    (a newline outside brackets and not continued, or a `;`) between it and `at`. Strings or
+    comments in between, or a long gap, count as "maybe"."""
+    spelled = r"(?:\s|\\)*\.(?:\s|\\)*".join(map(re.escape, target.split(".")))
+    # (`(x) = ...` is an assignment to `x` too)
+    assignments = list(re.compile(r"(?<![\w.])%s[\s\\)]*=(?!=)" % spelled).finditer(text, 0, at))
+    for match in reversed(assignments):
+        k = match.start() - 1
+        while k >= 0 and text[k] in " \t":
+            k -= 1
+        if k >= 0 and text[k] in "(," and ")" not in match.group(0):
+            continue  # `f(x=...)`, `g(a, x=...)` on one line: a keyword argument (or `a, x = ...`)
+        gap = text[match.end():at]
+        if len(gap) > _MAX_ARGS:
+            return True
+        depth = 0
+        verdict = None
+        previous = ""
+        for c in _COMMENT.sub("", gap) if "#" in gap else gap:
+            if c in _OPEN:
+                depth += 1
+            elif c in _CLOSE:
+                depth -= 1
+                if depth < 0:
+                    verdict = "keyword"  # `f(x=...)`: inside a call, not the statement's target
+                    break
+            elif c in "'\"":
+                return True
+            elif (c == "\n" and depth == 0 and previous != "\\") or (c == ";" and depth == 0):
+                verdict = "boundary"
+                break
+            previous = c
+        if verdict is None:
+            return True  # `target = <... the call ...>`
+        if verdict == "boundary":
+            return False  # the closest assignment is an earlier statement
+    return False

@@ -106,6 +106,7 @@ class CatInLoop(Rule):
     triggers = ("cat(", "concat", "stack(", "cat (")
     ast_precondition = staticmethod(
         lambda facts: facts.text_has_word(*_GROW_NAMES)
+        and facts.text_may_grow(*_GROW_NAMES)
         and facts.has_stmt_loop
         and not facts.grows_only(META_ATTRS).isdisjoint(_GROW_NAMES)
     )
