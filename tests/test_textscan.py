@@ -130,3 +130,8 @@ def test_may_grow_never_misses_a_site_in_real_code():
             seen += 1
             assert may_grow(text, GROW), path
     assert seen > 0
+
+
+def test_may_grow_says_maybe_for_carriage_returns():
+    assert may_grow("acc = 1\r\nfor x in xs:\r\n    acc = \\\r\n        torch.cat([acc, x])\r\n", GROW)
+    assert may_grow("for x in xs:\r    acc = torch.cat([acc, x])\r", GROW)

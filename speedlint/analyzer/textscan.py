@@ -10,7 +10,7 @@ that must follow the word is then matched at that one place.
 from __future__ import annotations
 
 import re
-from typing import Iterator, List, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence
 
 
 def _is_word_char(c: str) -> bool:
@@ -168,7 +168,9 @@ def may_grow(text: str, names: Sequence[str]) -> bool:
     the `ast` pre-look's `grows` records): False only when no call of one of the names has a
     list/tuple argument whose first or last element is a name the text also assigns (`x = `).
     Strings or comments inside such a call, an import alias of one of the names, or a very long
-    call count as "maybe" (True)."""
+    call count as "maybe" (True), so does a carriage return anywhere (lines are read by `\n`)."""
+    if "\r" in text:
+        return True
     for name in names:
         if name not in text:
             continue
@@ -242,39 +244,60 @@ def _in_loop(text: str, at: int) -> bool:
 def _assigned_by_statement(text: str, target: str, at: int) -> bool:
     """Whether the statement around offset `at` may be `target = ...` (the value holding `at`):
     the closest `target =` before `at` that is not a keyword argument, with no statement boundary
-    (a newline outside brackets and not continued, or a `;`) between it and `at`. Strings or
-    comments in between, or a long gap, count as "maybe"."""
-    spelled = r"(?:\s|\\)*\.(?:\s|\\)*".join(map(re.escape, target.split(".")))
-    # (`(x) = ...` is an assignment to `x` too)
-    assignments = list(re.compile(r"(?<![\w.])%s[\s\\)]*=(?!=)" % spelled).finditer(text, 0, at))
-    for match in reversed(assignments):
-        k = match.start() - 1
-        while k >= 0 and text[k] in " \t":
-            k -= 1
-        if k >= 0 and text[k] in "(," and ")" not in match.group(0):
+    (a newline outside brackets and not continued, or a `;`) between it and `at`. A string in
+    between counts as "maybe"."""
+    pattern = _ASSIGNMENTS.get(target)
+    if pattern is None:
+        spelled = r"(?:\s|\\)*\.(?:\s|\\)*".join(map(re.escape, target.split(".")))
+        pattern = _ASSIGNMENTS[target] = re.compile(r"%s[\s\\)]*=(?!=)" % spelled)  # `(x) = ...` too
+    first = target.split(".", 1)[0]
+    pos = at
+    while True:  # the occurrences of `target =` before `at`, closest first
+        k = text.rfind(first, 0, pos)
+        if k < 0:
+            return False
+        pos = k
+        if k > 0 and (_is_word_char(text[k - 1]) or text[k - 1] == "."):
+            continue
+        match = pattern.match(text, k, at)
+        if match is None:
+            continue
+        b = k - 1
+        while b >= 0 and text[b] in " \t":
+            b -= 1
+        if b >= 0 and text[b] in "(," and ")" not in match.group(0):
             continue  # `f(x=...)`, `g(a, x=...)` on one line: a keyword argument (or `a, x = ...`)
-        gap = text[match.end():at]
-        if len(gap) > _MAX_ARGS:
-            return True
-        depth = 0
-        verdict = None
-        previous = ""
-        for c in _COMMENT.sub("", gap) if "#" in gap else gap:
-            if c in _OPEN:
-                depth += 1
-            elif c in _CLOSE:
-                depth -= 1
-                if depth < 0:
-                    verdict = "keyword"  # `f(x=...)`: inside a call, not the statement's target
-                    break
-            elif c in "'\"":
-                return True
-            elif (c == "\n" and depth == 0 and previous != "\\") or (c == ";" and depth == 0):
-                verdict = "boundary"
-                break
-            previous = c
+        verdict = _gap(text, match.end(), at)
         if verdict is None:
-            return True  # `target = <... the call ...>`
+            return True  # `target = <... the call ...>`, or a string on the way: maybe
         if verdict == "boundary":
             return False  # the closest assignment is an earlier statement
-    return False
+
+
+_ASSIGNMENTS: Dict[str, "re.Pattern[str]"] = {}
+
+
+def _gap(text: str, i: int, at: int) -> Optional[str]:
+    """What lies between an assignment's `=` (offset `i`) and offset `at`: "boundary" (the
+    statement ends first), "keyword" (a bracket closes first: it was a keyword argument), or
+    None (`at` is in the assigned value; also when a string is in the way: maybe)."""
+    depth = 0
+    while i < at:
+        c = text[i]
+        if c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            depth -= 1
+            if depth < 0:
+                return "keyword"
+        elif c == "#":  # a comment (no string is open: strings stop the scan)
+            i = text.find("\n", i, at)
+            if i < 0:
+                return None
+            continue
+        elif c == "'" or c == '"':
+            return None
+        elif depth == 0 and (c == ";" or (c == "\n" and text[i - 1] != "\\")):
+            return "boundary"
+        i += 1
+    return None
