@@ -328,3 +328,23 @@ def test_broken_pyproject_that_configures_speedlint_is_an_error(tmp_path):
 def test_settings_defaults():
     s = Settings()
     assert s.exclude is None and s.extend_exclude == () and not s.unsafe_fixes and not s.preview
+
+
+def test_closest_answers_each_folder_once(tmp_path):
+    from speedlint.analyzer.config import closest
+
+    deep = tmp_path / "a" / "b" / "c"
+    deep.mkdir(parents=True)
+    (tmp_path / "a" / "marker").write_text("")
+    asked = []
+
+    def find(folder):
+        asked.append(folder)
+        return folder if (folder / "marker").exists() else None
+
+    memo = {}
+    assert closest(deep, find, memo) == tmp_path / "a"
+    assert closest(tmp_path / "a" / "b", find, memo) == tmp_path / "a"  # from the memo
+    assert asked == [deep, tmp_path / "a" / "b", tmp_path / "a"]
+    # `stop`: no higher than a folder it accepts
+    assert closest(deep, find, {}, stop=lambda f: f == tmp_path / "a" / "b") is None

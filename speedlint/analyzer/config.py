@@ -12,7 +12,7 @@ import re
 import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, TypeVar
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -153,27 +153,62 @@ def load_config_file(path: Path) -> Settings:
     return settings
 
 
-def find_config_file(directory: Path) -> Optional[Path]:
-    """The closest config file at or above `directory` (pyproject.toml only with [tool.speedlint])."""
-    for folder in [directory, *directory.parents]:
-        for name in CONFIG_FILES:
-            candidate = folder / name
-            if candidate.is_file():
-                if name == "pyproject.toml":
-                    try:
-                        if "speedlint" not in _read_toml(candidate).get("tool", {}):
-                            continue
-                    except ConfigError:
-                        # A broken pyproject.toml is only our problem when it configures speedlint.
-                        try:
-                            mentions = "tool.speedlint" in candidate.read_text(encoding="utf-8", errors="replace")
-                        except OSError:
-                            mentions = False
-                        if mentions:
-                            raise
+def find_config_file(directory: Path, memo: Optional[Dict[Path, Optional[Path]]] = None) -> Optional[Path]:
+    """The closest config file at or above `directory` (pyproject.toml only with [tool.speedlint]).
+
+    With `memo` (one run's), each folder is looked at once: the answers for the folders walked
+    through are remembered."""
+    return closest(directory, config_file_in, memo)
+
+
+def config_file_in(folder: Path) -> Optional[Path]:
+    """The config file of this very folder, if any."""
+    for name in CONFIG_FILES:
+        candidate = folder / name
+        if candidate.is_file():
+            if name == "pyproject.toml":
+                try:
+                    if "speedlint" not in _read_toml(candidate).get("tool", {}):
                         continue
-                return candidate
+                except ConfigError:
+                    # A broken pyproject.toml is only our problem when it configures speedlint.
+                    try:
+                        mentions = "tool.speedlint" in candidate.read_text(encoding="utf-8", errors="replace")
+                    except OSError:
+                        mentions = False
+                    if mentions:
+                        raise
+                    continue
+            return candidate
     return None
+
+
+_T = TypeVar("_T")
+
+
+def closest(
+    directory: Path,
+    find: Callable[[Path], Optional[_T]],
+    memo: Optional[Dict[Path, Optional[_T]]] = None,
+    stop: Optional[Callable[[Path], bool]] = None,
+) -> Optional[_T]:
+    """What `find` answers for the closest folder at or above `directory` where it answers
+    something, going no higher than a folder `stop` accepts; folders answered before come from
+    `memo` (and every folder walked through is added to it)."""
+    walked: List[Path] = []
+    found: Optional[_T] = None
+    for folder in [directory, *directory.parents]:
+        if memo is not None and folder in memo:
+            found = memo[folder]
+            break
+        walked.append(folder)
+        found = find(folder)
+        if found is not None or (stop is not None and stop(folder)):
+            break
+    if memo is not None:
+        for folder in walked:
+            memo[folder] = found
+    return found
 
 
 _TORCH_REQ = re.compile(r"^\s*torch\s*(\[[^\]]*\])?\s*(?P<spec>[^;#]*)", re.I)

@@ -64,6 +64,20 @@ def _git_root(start: Path) -> Optional[Path]:
     return None
 
 
+@lru_cache(maxsize=8192)
+def _resolved_folder(folder: Path) -> Path:
+    return folder.resolve()
+
+
+def resolve(path: Path) -> Path:
+    """`path.resolve()`, resolving each folder once (files are many, folders few; `discover`
+    forgets the folders at the start of each run)."""
+    path = path.absolute()
+    if path.name in ("", ".", "..") or path.is_symlink():
+        return path.resolve()
+    return _resolved_folder(path.parent) / path.name
+
+
 def _relative(path: Path, root: Path) -> str:
     """`path` relative to `root` (posix); just the name when it lies outside."""
     try:
@@ -77,7 +91,7 @@ def matches_excludes(path: Path, is_dir: bool, patterns: Sequence[str], root: Pa
     spec = _spec(tuple(patterns))
     if spec is None:
         return False
-    rel = _relative(path.resolve(), root.resolve())
+    rel = _relative(resolve(path), _resolved_folder(root.absolute()))
     if rel in ("", "."):
         return False
     return spec.match_file(rel + ("/" if is_dir else ""))
@@ -111,7 +125,7 @@ class _Ignorer:
             return True
         if not self.respect_gitignore:
             return False
-        resolved = path.resolve()
+        resolved = resolve(path)
         git_root = _git_root(resolved.parent)
         if git_root is None:
             return False
@@ -146,6 +160,7 @@ def discover(
     relative to; without it, `exclude` (default list when None) relative to `root` applies everywhere.
     """
     result = Discovery()
+    _resolved_folder.cache_clear()  # what the file system looked like in an earlier run
     ignorer = _Ignorer(excludes_for or _fixed_excludes(exclude, root), respect_gitignore)
     seen = set()
     for raw in paths:
@@ -156,7 +171,7 @@ def discover(
         if path.is_file():
             if force_exclude and ignorer.config_excluded(path.absolute(), False):
                 continue
-            key = path.resolve()
+            key = resolve(path)
             if key not in seen:
                 seen.add(key)
                 result.files.append(path)
@@ -164,7 +179,7 @@ def discover(
         if force_exclude and ignorer.config_excluded(path.absolute(), True):
             continue
         for file in _walk(path, ignorer):
-            key = file.resolve()
+            key = resolve(file)
             if key not in seen:
                 seen.add(key)
                 result.files.append(file)

@@ -592,8 +592,6 @@ class AstFacts:
         `train`, or a `def` whose name `EVAL_NAME` matches."""
         if not self._text_checks:
             return True
-        from speedlint.analyzer.providers.training import EVAL_NAME
-
         return self.text_has_word("eval", "train") or self._eval_named_def
 
     @cached_property

@@ -7,7 +7,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Type
 
-from speedlint.analyzer.config import ConfigError, Settings, declared_torch_version, find_config_file, load_config_file
+from speedlint.analyzer.config import (
+    ConfigError,
+    Settings,
+    closest,
+    declared_torch_version,
+    find_config_file,
+    load_config_file,
+)
 from speedlint.analyzer.discovery import discover
 from speedlint.analyzer.engine import FileResult, Profile, check_source
 from speedlint.analyzer.registry import select_rules
@@ -56,6 +63,8 @@ class SettingsResolver:
         self._fixed: Optional[Settings] = None
         self._by_file: Dict[Path, Settings] = {}
         self._by_folder: Dict[Path, Settings] = {}  # folder -> effective settings (one lookup per folder)
+        self._config_files: Dict[Path, Optional[Path]] = {}  # folder -> its closest config file
+        self._declaring: Dict[Path, Optional[Path]] = {}  # folder -> closest folder declaring requirements
         if config is not None:
             if not config.is_file():
                 raise ConfigError(f"config file not found: {config}")
@@ -70,9 +79,11 @@ class SettingsResolver:
         known = self._by_folder.get(folder)
         if known is not None:
             return known
-        config = find_config_file(folder)
+        config = find_config_file(folder, self._config_files)
         if config is None:
-            base = Settings(root=str(Path.cwd()), target_torch_version=_declared_near(folder))
+            declared_in = closest(folder, _declares_requirements, self._declaring, stop=_is_checkout_root)
+            version = declared_torch_version(declared_in) if declared_in is not None else None
+            base = Settings(root=str(Path.cwd()), target_torch_version=version)
         else:
             if config not in self._by_file:
                 self._by_file[config] = load_config_file(config)
@@ -84,13 +95,16 @@ class SettingsResolver:
         return self.for_directory(path.parent)
 
 
-def _declared_near(folder: Path) -> Optional[Tuple[int, int]]:
-    for candidate in [folder, *folder.parents]:
-        if (candidate / "pyproject.toml").is_file() or any(candidate.glob("requirements*.txt")):
-            return declared_torch_version(candidate)
-        if (candidate / ".git").exists():
-            break
+def _declares_requirements(folder: Path) -> Optional[Path]:
+    """The folder itself when it has a pyproject.toml or requirements*.txt (where the target
+    torch version may be declared)."""
+    if (folder / "pyproject.toml").is_file() or any(folder.glob("requirements*.txt")):
+        return folder
     return None
+
+
+def _is_checkout_root(folder: Path) -> bool:
+    return (folder / ".git").exists()
 
 
 _RULES_CACHE: Dict[Tuple, List[Type[Rule]]] = {}
