@@ -2,7 +2,9 @@
 
 The parent process reads each file once, hashes its bytes, and answers it from the cache when it
 can; else it decodes it and runs the text pre-filter (a file none of the enabled rules could fire
-on is done: never parsed). Only the files left are analysed: in-process for a handful (start-up
+on is done: never parsed). Without a cache (`--no-cache`) there is nothing to look up, so the
+parent reads nothing: every file goes to the workers, which read and pre-filter it in parallel.
+The files left are analysed: in-process for a handful (start-up
 would dominate), else in a pool of worker processes (`fork` where the platform has it, so the
 workers inherit the already-imported rules; nothing heavy is imported, never torch).
 
@@ -218,6 +220,15 @@ def check_files(
         settings, rules, codes, key = by_folder[folder]
         per_file.append(key)
         t0 = time.perf_counter()
+        if cache is None:
+            # nothing to look up: whoever analyses the file reads it (the workers, in parallel)
+            try:
+                size = os.path.getsize(path)
+            except OSError:
+                size = 0  # reading it will say what is wrong
+            pending.append(Job(index, str(path), shown, settings, codes, size))
+            t_read += time.perf_counter() - t0
+            continue
         try:
             data = read_bytes(str(path))
         except SourceError as exc:
