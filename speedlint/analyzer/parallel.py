@@ -1,16 +1,16 @@
 """Checking many files: cache look-up, pre-filter, then the files that need parsing, in parallel.
 
 The parent process reads each file once, hashes its bytes, and answers it from the cache when it
-can; else it decodes it and runs the text pre-filter (a file none of the enabled rules could fire
-on is done: never parsed). Without a cache (`--no-cache`) there is nothing to look up, so the
-parent reads nothing: every file goes to the workers, which read and pre-filter it in parallel.
-The files left are analysed: in-process for a handful (start-up
-would dominate), else in a pool of worker processes (`fork` where the platform has it, so the
-workers inherit the already-imported rules; nothing heavy is imported, never torch).
+can (without a cache, `--no-cache`, there is nothing to look up: it reads nothing). The files
+left are analysed by whoever analyses them, each read, decoded and run through the text
+pre-filter there (a file none of the enabled rules could fire on is done: never parsed):
+in-process for a handful (start-up would dominate), else in a pool of worker processes (`fork`
+where the platform has it, so the workers inherit the already-imported rules; nothing heavy is
+imported, never torch).
 
 Results are identical to a serial run and come back in discovery order: each file has its slot,
-whatever order the workers finish in. Workers re-read their files (the parent keeps no texts, so
-its memory stays flat) and send back findings with their fix reduced to a `FixSummary`.
+whatever order the workers finish in. The parent keeps no texts (its memory stays flat); workers
+send back findings with their fix reduced to a `FixSummary`.
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ class Job:
     settings: Settings
     codes: Tuple[str, ...]  # the enabled rules
     size: int
-    text: Optional[str] = None  # None: the worker re-reads the file
 
 
 def default_jobs() -> int:
@@ -79,19 +78,17 @@ def analyze_job(job: Job, profile: Optional[Profile]) -> Tuple[FileResult, Optio
     from speedlint.analyzer.cache import content_hash
     from speedlint.analyzer.suppress import apply_suppressions
 
-    text = job.text
     digest = None
-    if text is None:
-        t = time.perf_counter()
-        try:
-            data = read_bytes(job.path)
-            digest = content_hash(data)
-            text = decode(data, job.path).text
-        except SourceError as exc:
-            return FileResult(job.shown, diagnostics=[Diagnostic(job.shown, str(exc))]), digest
-        finally:
-            if profile is not None:
-                profile.add("read", time.perf_counter() - t)
+    t = time.perf_counter()
+    try:
+        data = read_bytes(job.path)
+        digest = content_hash(data)
+        text = decode(data, job.shown).text
+    except SourceError as exc:
+        return FileResult(job.shown, diagnostics=[Diagnostic(job.shown, str(exc))]), digest
+    finally:
+        if profile is not None:
+            profile.add("read", time.perf_counter() - t)
     try:
         analysis = analyze_text(text, job.shown, _rules(job.codes), job.settings, profile)
         t = time.perf_counter()
@@ -208,16 +205,15 @@ def check_files(
     buckets = {}
     digests: Dict[int, str] = {}
     per_file: List[Tuple[str, Optional[str], Tuple[str, ...]]] = []  # each file's bucket key
-    by_folder: Dict[Path, Tuple[Settings, List[Type[Rule]], Tuple[str, ...], Tuple[str, Optional[str], Tuple[str, ...]]]] = {}
-    t_read = t_cache = t_filter = 0.0
+    by_folder: Dict[Path, Tuple[Settings, Tuple[str, ...], Tuple[str, Optional[str], Tuple[str, ...]]]] = {}
+    t_read = t_cache = 0.0
     for index, (path, shown) in enumerate(files):
         folder = path.parent
         if folder not in by_folder:
             settings = settings_for(path)
-            rules = rules_for(settings)
-            codes = tuple(r.code for r in rules)
-            by_folder[folder] = (settings, rules, codes, (settings.fingerprint() if cache is not None else "", settings.root, codes))
-        settings, rules, codes, key = by_folder[folder]
+            codes = tuple(r.code for r in rules_for(settings))
+            by_folder[folder] = (settings, codes, (settings.fingerprint() if cache is not None else "", settings.root, codes))
+        settings, codes, key = by_folder[folder]
         per_file.append(key)
         t0 = time.perf_counter()
         if cache is None:
@@ -256,23 +252,10 @@ def check_files(
                 continue
             cache.misses += 1
             t_cache += time.perf_counter() - t1
-        t2 = time.perf_counter()
-        try:
-            text = decode(data, shown).text
-        except SourceError as exc:
-            results[index] = FileResult(shown, diagnostics=[Diagnostic(shown, str(exc))])
-        else:
-            if any(r.can_fire_on(text) for r in rules):
-                pending.append(Job(index, str(path), shown, settings, codes, len(data), text))
-            else:
-                results[index] = FileResult(shown, source=None)
-        t_filter += time.perf_counter() - t2
+        # a miss: whoever analyses it re-reads it (the parent keeps no texts: its memory stays flat)
+        pending.append(Job(index, str(path), shown, settings, codes, len(data)))
         digests[index] = digest
     workers = jobs if jobs is not None else default_jobs()
-    parallel = workers > 1 and len(pending) >= MIN_PARALLEL_FILES and sum(j.size for j in pending) >= MIN_PARALLEL_BYTES
-    if parallel:
-        for job in pending:
-            job.text = None  # the workers re-read: the parent keeps no texts
     done = run_jobs(pending, workers, profile)
     for index, (result, digest) in done.items():
         results[index] = result
@@ -291,7 +274,6 @@ def check_files(
         t_cache += time.perf_counter() - t3
     if profile is not None:
         profile.add("read", t_read)
-        profile.add("pre-filter", t_filter)
         if cache is not None:
             profile.add("cache", t_cache)
             profile.cached = cache.hits
