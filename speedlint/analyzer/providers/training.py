@@ -1,7 +1,8 @@
 """Where the training step is: torch-aware structure of one module, computed once per file.
 
 One pass over the module's reading (`walk.TreeIndex`, which also answers parents and source
-order) records functions, classes, loops and the calls each loop body and function body makes. From that:
+order) records functions, classes, loops and the calls each loop body and function body makes.
+From that:
 
 * a **training-step loop** is a loop whose body, directly or through functions and methods of the
   same module that it calls (transitively), runs a `backward()` and an optimizer step
@@ -96,10 +97,9 @@ class _Walker:
         return None
 
     def _push(self, node: Unit, first: int, end: int) -> None:
-        if isinstance(node, cst.FunctionDef):
-            info = UnitInfo(node, self._innermost_function())
-        else:
-            info = UnitInfo(node, self._innermost_function())
+        """`node`'s unit runs nodes[first:end]."""
+        info = UnitInfo(node, self._innermost_function())
+        if not isinstance(node, cst.FunctionDef):  # a loop: nested in the loops around it
             for _, _, u in reversed(self.units):
                 if isinstance(u.node, cst.FunctionDef):
                     break
