@@ -33,11 +33,12 @@ TRICKY = [
 
 
 def _all_nodes(module: cst.Module):
+    """Every node, in visiting order (preorder)."""
     out, stack = [], [module]
     while stack:
         node = stack.pop()
         out.append(node)
-        stack.extend(children(node))
+        stack.extend(reversed(children(node)))
     return out
 
 
@@ -73,3 +74,16 @@ def test_context_position_falls_back_to_all_positions_after_a_few_passes():
     assert ctx._all_positions is not None  # one-off passes stopped: one full pass instead
     with pytest.raises(KeyError):
         ctx.position(cst.Name("not_in_the_tree"))
+
+
+def test_tree_index_reads_a_very_deep_tree_too():
+    from speedlint.analyzer.providers.walk import TreeIndex
+
+    deep = cst.parse_module("x = " + " + ".join(["a"] * 1500) + "\n")  # too deep for one call per level
+    index = TreeIndex(deep)
+    assert [id(n) for n in index.nodes] == [id(n) for n in _all_nodes(deep)]
+    assert index.ends[0] == len(index.nodes) and index.parents[0] == -1
+    shallow = cst.parse_module("x = a + b\n")
+    small = TreeIndex(shallow)
+    assert [id(n) for n in small.nodes] == [id(n) for n in _all_nodes(shallow)]
+    assert all(small.nodes[p] is small.parent(n) for n, p in zip(small.nodes[1:], small.parents[1:]))

@@ -753,7 +753,12 @@ def analyze_text(
         ctx._profile = profile
         visitors = [_Timed(rule(ctx), profile) for rule in enabled]
     try:
+        t_index = time.perf_counter()
         with indexed(module):  # the tree is read once: every pass of the rules and providers reuses it
+            if profile is not None:  # reading the tree is shared metadata: billed to "providers"
+                read = time.perf_counter() - t_index
+                profile.add("providers", read)
+                ctx._provider_time += read  # type: ignore[attr-defined]
             if not fast_visit_batched(module, [v.get_visitors() for v in visitors]):
                 cst.visit_batched(module, visitors)
     except RecursionError:

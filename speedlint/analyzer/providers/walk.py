@@ -66,9 +66,14 @@ def _children_property(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
     return node.children
 
 
+#: node class -> its child fields in visiting order, as verified by `_learn` (None: LibCST's `children`)
+_FIELDS: Dict[type, Optional[Tuple[str, ...]]] = {}
+
+
 def _learn(node: cst.CSTNode) -> Callable[[cst.CSTNode], Sequence[cst.CSTNode]]:
     cls = node.__class__
     read: Callable[[cst.CSTNode], Sequence[cst.CSTNode]] = _children_property
+    fields: Optional[Tuple[str, ...]] = None
     try:
         source = inspect.getsource(cls._visit_and_replace_children)
     except (OSError, TypeError):
@@ -80,8 +85,9 @@ def _learn(node: cst.CSTNode) -> Callable[[cst.CSTNode], Sequence[cst.CSTNode]]:
                 names.append(name)
         candidate = _reader(tuple(names))
         if [id(c) for c in candidate(node)] == [id(c) for c in node.children]:
-            read = candidate  # else: not what LibCST visits: trust LibCST
+            read, fields = candidate, tuple(names)  # else: not what LibCST visits: trust LibCST
     _READERS[cls] = read
+    _FIELDS[cls] = fields
     return read
 
 
@@ -93,6 +99,58 @@ def _read_children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
 
 
 # -- one reading of a tree ------------------------------------------------------------------------
+#: The reading being built (`TreeIndex`): the generated builders below append to these lists.
+_BUILDING: Dict[str, object] = {}
+#: value class -> the function that adds a value of that class, and its subtree, to the reading
+_BUILDERS: Dict[type, Callable[[object, int], None]] = {}
+
+
+def _skip(value: object, parent: int) -> None:
+    """Builder for what is not a node (None, `MaybeSentinel`, the star of `from m import *`)."""
+
+
+def _builder_of(value: object) -> Callable[[object, int], None]:
+    """The builder for `value`'s class (generated on first sight, from the verified child fields:
+    one attribute read per field, a direct call per child, no stack)."""
+    kind = value.__class__
+    found = _BUILDERS.get(kind)
+    if found is not None:
+        return found
+    if kind in _OTHER_CLASSES or (kind not in _NODE_CLASSES and not _classify(kind, value)):
+        _BUILDERS[kind] = _skip
+        return _skip
+    if kind not in _READERS:
+        _learn(value)  # type: ignore[arg-type]
+    add = "(builders.get(x.__class__) or builder_of(x))(x, i)"
+    lines = [
+        "def build(node, parent):",
+        "    i = len(nodes)",
+        "    nodes.append(node)",
+        "    parents.append(parent)",
+        "    ends.append(0)",
+    ]
+    fields = _FIELDS[kind]
+    if fields is None:
+        lines += ["    for x in node.children:", f"        {add}"]
+    for name in fields or ():
+        lines += [
+            f"    value = node.{name}",
+            "    if value.__class__ is tuple or value.__class__ is list:",
+            "        for x in value:",
+            f"            {add}",
+            "    else:",
+            "        x = value",
+            f"        {add}",
+        ]
+    lines.append("    ends[i] = len(nodes)")
+    exec("\n".join(lines), _BUILDING)  # field names are identifiers read from LibCST's source
+    found = _BUILDERS[kind] = _BUILDING.pop("build")  # type: ignore[assignment]
+    return found  # type: ignore[return-value]
+
+
+_BUILDING.update(builders=_BUILDERS, builder_of=_builder_of)
+
+
 class TreeIndex:
     """Every node of a tree in visiting order (preorder), read once.
 
@@ -103,6 +161,24 @@ class TreeIndex:
     __slots__ = ("nodes", "ends", "parents", "_pos")
 
     def __init__(self, root: cst.CSTNode) -> None:
+        # one Python call per node (generated builders); a tree too deep for that is read with a
+        # stack instead
+        _BUILDING.update(nodes=[], ends=[], parents=[])
+        try:
+            _builder_of(root)(root, -1)
+            self._set(_BUILDING["nodes"], _BUILDING["ends"], _BUILDING["parents"])  # type: ignore[arg-type]
+        except RecursionError:
+            self._read_with_a_stack(root)
+        finally:
+            _BUILDING.update(nodes=None, ends=None, parents=None)
+
+    def _set(self, nodes: List[cst.CSTNode], ends: List[int], parents: List[int]) -> None:
+        self.nodes = nodes
+        self.ends = ends
+        self.parents = parents
+        self._pos = dict(zip(map(id, nodes), range(len(nodes))))
+
+    def _read_with_a_stack(self, root: cst.CSTNode) -> None:
         nodes: List[cst.CSTNode] = []
         ends: List[int] = []
         parents: List[int] = []
@@ -130,10 +206,7 @@ class TreeIndex:
             if kids:
                 extend(reversed(kids))
                 extend_owners([i] * len(kids))
-        self.nodes = nodes
-        self.ends = ends
-        self.parents = parents
-        self._pos = dict(zip(map(id, nodes), range(len(nodes))))
+        self._set(nodes, ends, parents)
 
     def index(self, node: cst.CSTNode) -> Optional[int]:
         """Where `node` is in `nodes` (None: not in this tree)."""
