@@ -87,3 +87,15 @@ def test_tree_index_reads_a_very_deep_tree_too():
     small = TreeIndex(shallow)
     assert [id(n) for n in small.nodes] == [id(n) for n in _all_nodes(shallow)]
     assert all(small.nodes[p] is small.parent(n) for n, p in zip(small.nodes[1:], small.parents[1:]))
+
+
+@pytest.mark.parametrize("text", list(_sources()))
+def test_tree_index_builders_match_the_stack_reading(text):
+    from speedlint.analyzer.providers.walk import TreeIndex
+
+    module = cst.parse_module(text)
+    built = TreeIndex(module)
+    stacked = object.__new__(TreeIndex)
+    stacked._read_with_a_stack(module)
+    assert [id(n) for n in built.nodes] == [id(n) for n in stacked.nodes] == [id(n) for n in _all_nodes(module)]
+    assert built.ends == stacked.ends and built.parents == stacked.parents
