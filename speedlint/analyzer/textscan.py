@@ -164,11 +164,13 @@ def _grown_candidates(arguments: str) -> List[str]:
 
 
 def may_grow(text: str, names: Sequence[str]) -> bool:
-    """Text check for "`x = f([x, ...])` or `x = f([..., x])` with `f` one of `names`" (the sites
-    the `ast` pre-look's `grows` records): False only when no call of one of the names has a
-    list/tuple argument whose first or last element is a name the text also assigns (`x = `).
-    Strings or comments inside such a call, an import alias of one of the names, or a very long
-    call count as "maybe" (True), so does a carriage return anywhere (lines are read by `\n`)."""
+    """Text check for "`x = f([x, ...])` or `x = f([..., x])` in a loop, `f` one of `names`" (the
+    sites the `ast` pre-look's `grows` records): False only when no call of one of the names has a
+    list/tuple argument whose first or last element is a name that the statement holding the call
+    assigns, on a line inside a `for`/`while` of its own function. A string inside such a call,
+    an import alias of one of the names, a very long call, or anything `_assigned_by_statement`
+    and `_in_loop` cannot read for sure count as "maybe" (True); so does a carriage return
+    anywhere (lines are read by `\n`)."""
     if "\r" in text:
         return True
     for name in names:
