@@ -10,7 +10,7 @@ that must follow the word is then matched at that one place.
 from __future__ import annotations
 
 import re
-from typing import Dict, Iterator, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 
 def _is_word_char(c: str) -> bool:
@@ -95,28 +95,36 @@ def _split_top(text: str) -> List[str]:
     return parts
 
 
-def _call_arguments(text: str, open_at: int) -> str:
-    """The text between the `(` at `open_at` and its `)`, comments blanked out (_GiveUp on
-    strings, or when too long)."""
+def _code(text: str, i: int, stop: int) -> Iterator[Tuple[int, str, int]]:
+    """(offset, character, bracket depth once it is read) for the code in `text[i:stop]`, comments
+    left out. Strings are not read: a quote is yielded and ends the scan (the callers then answer
+    "maybe"), so a `#` met here always starts a comment."""
     depth = 0
-    limit = min(len(text), open_at + _MAX_ARGS)
-    i = open_at
-    while i < limit:
+    while i < stop:
         c = text[i]
+        if c == "#":
+            i = text.find("\n", i, stop)
+            if i < 0:
+                return
+            continue
         if c in _OPEN:
             depth += 1
         elif c in _CLOSE:
             depth -= 1
-            if depth == 0:
-                return _COMMENT.sub("", text[open_at + 1 : i])
-        elif c == "#":
-            i = text.find("\n", i)  # a comment (no string was open: strings give up)
-            if i < 0:
-                break
-            continue
-        elif c in "'\"":
-            raise _GiveUp
+        yield i, c, depth
+        if c == "'" or c == '"':
+            return
         i += 1
+
+
+def _call_arguments(text: str, open_at: int) -> str:
+    """The text between the `(` at `open_at` and its `)`, comments blanked out (_GiveUp on
+    strings, or when too long)."""
+    for i, c, depth in _code(text, open_at, min(len(text), open_at + _MAX_ARGS)):
+        if c == "'" or c == '"':
+            break
+        if depth == 0:
+            return _COMMENT.sub("", text[open_at + 1 : i])
     raise _GiveUp
 
 
@@ -283,23 +291,11 @@ def _gap(text: str, i: int, at: int) -> Optional[str]:
     """What lies between an assignment's `=` (offset `i`) and offset `at`: "boundary" (the
     statement ends first), "keyword" (a bracket closes first: it was a keyword argument), or
     None (`at` is in the assigned value; also when a string is in the way: maybe)."""
-    depth = 0
-    while i < at:
-        c = text[i]
-        if c in _OPEN:
-            depth += 1
-        elif c in _CLOSE:
-            depth -= 1
-            if depth < 0:
-                return "keyword"
-        elif c == "#":  # a comment (no string is open: strings stop the scan)
-            i = text.find("\n", i, at)
-            if i < 0:
-                return None
-            continue
-        elif c == "'" or c == '"':
+    for k, c, depth in _code(text, i, at):
+        if c == "'" or c == '"':
             return None
-        elif depth == 0 and (c == ";" or (c == "\n" and text[i - 1] != "\\")):
+        if depth < 0:
+            return "keyword"
+        if depth == 0 and (c == ";" or (c == "\n" and text[k - 1] != "\\")):
             return "boundary"
-        i += 1
     return None

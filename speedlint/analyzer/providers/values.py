@@ -272,12 +272,7 @@ class ValueTracer:
                     else:
                         items[key] = (el.value, el)
                 else:  # StarredDictElement
-                    inner = self.dict_entries(el.value, depth + 1)
-                    if inner is None:
-                        complete = False
-                    else:
-                        items.update(inner[0])
-                        complete = complete and inner[1]
+                    complete = self._merge_entries(el.value, items, depth) and complete
             return items, complete
         if isinstance(expr, cst.Call) and dotted(expr.func) == "dict":
             items = {}
@@ -307,13 +302,19 @@ class ValueTracer:
             if arg.keyword is not None:
                 items[arg.keyword.value] = (arg.value, arg)
                 continue
-            inner = self.dict_entries(arg.value, depth + 1)
-            if inner is None:
-                complete = False
-            else:
-                items.update(inner[0])
-                complete = complete and inner[1]
+            complete = self._merge_entries(arg.value, items, depth) and complete
         return complete
+
+    def _merge_entries(
+        self, expr: cst.BaseExpression, items: Dict[str, Tuple[cst.BaseExpression, cst.CSTNode]], depth: int
+    ) -> bool:
+        """Add the entries of the dict `expr` evaluates to (`**expr`, `dict(expr)`) to `items`;
+        False if they are not all known."""
+        inner = self.dict_entries(expr, depth + 1)
+        if inner is None:
+            return False
+        items.update(inner[0])
+        return inner[1]
 
     # -- resolution ------------------------------------------------------------------------
     def _resolve(self, expr: cst.BaseExpression, depth: int) -> Optional[Value]:

@@ -306,28 +306,32 @@ def visit_batched(module: cst.CSTNode, visitors: Sequence[Mapping[str, Callable[
     `visitors` are the `get_visitors()` mappings. Returns False, doing nothing, when one of them
     has an attribute hook (`visit_<Node>_<field>`): the caller must use LibCST then.
     """
-    visit: Dict[str, List[Callable[[cst.CSTNode], object]]] = {}
-    leave: Dict[str, List[Callable[[cst.CSTNode], object]]] = {}
-    for methods in visitors:
-        for name, fn in methods.items():
-            if _ATTRIBUTE_HOOK.match(name):
-                return False
-            kind, _, node_type = name.partition("_")
-            (visit if kind == "visit" else leave).setdefault(node_type, []).append(fn)
-    index = index_of(module)
-    _run(index, 0, _by_name(visit), _by_name(leave), prune=False)
+    tables = _tables(visitors)
+    if tables is None:
+        return False
+    _run(index_of(module), 0, *tables, prune=False)
     return True
 
 
-def _by_name(table: Dict[str, List[Callable[[cst.CSTNode], object]]]) -> Dict[str, Callable[[cst.CSTNode], object]]:
-    """One callable per node class name (calling each method in turn when there are several)."""
-    out: Dict[str, Callable[[cst.CSTNode], object]] = {}
-    for name, fns in table.items():
-        if len(fns) == 1:
-            out[name] = fns[0]
-        else:
-            out[name] = lambda node, fns=tuple(fns): [fn(node) for fn in fns] and None
-    return out
+_Table = Dict[str, Callable[[cst.CSTNode], object]]
+
+
+def _tables(visitors: Sequence[Mapping[str, Callable[[cst.CSTNode], object]]]) -> Optional[Tuple[_Table, _Table]]:
+    """The visit and the leave callable per node class name, from `visit_<Node>`/`leave_<Node>`
+    methods (several visitors' methods are called in turn); None when one of them is an attribute
+    hook (`visit_<Node>_<field>`), which only LibCST runs."""
+    found: Tuple[Dict[str, List[Callable[[cst.CSTNode], object]]], ...] = ({}, {})
+    for methods in visitors:
+        for name, fn in methods.items():
+            if _ATTRIBUTE_HOOK.match(name):
+                return None
+            kind, _, node_type = name.partition("_")
+            found[0 if kind == "visit" else 1].setdefault(node_type, []).append(fn)
+    visit, leave = ({
+        name: fns[0] if len(fns) == 1 else (lambda node, fns=tuple(fns): [fn(node) for fn in fns] and None)
+        for name, fns in table.items()
+    } for table in found)
+    return visit, leave
 
 
 def _run(
@@ -369,21 +373,6 @@ def _run(
         fn(done)
 
 
-_HOOKS: Dict[type, bool] = {}
-
-
-def _has_attribute_hooks(cls: type) -> bool:
-    found = _HOOKS.get(cls)
-    if found is None:
-        found = False
-        for name in dir(cls):
-            if _ATTRIBUTE_HOOK.match(name) and not getattr(getattr(cls, name), "_is_no_op", False):
-                found = True
-                break
-        _HOOKS[cls] = found
-    return found
-
-
 #: visitor class -> the names of its own `visit_<Node>`/`leave_<Node>` methods (no-op stubs left out)
 _METHOD_NAMES: Dict[type, Tuple[str, ...]] = {}
 
@@ -412,33 +401,15 @@ def visitor_methods(visitor: object) -> Dict[str, Callable[..., object]]:
 def visit(root: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     """`root.visit(visitor)` for a read-only `CSTVisitor`: the same `visit_*`/`leave_*` calls (a
     False from `visit_*` skipping the children), in the same order, without rebuilding the tree.
-    A visitor with attribute hooks (`visit_<Node>_<field>`) is run by LibCST itself."""
+    A visitor with attribute hooks (`visit_<Node>_<field>`), or one that overrides
+    `on_visit`/`on_leave`, is run by LibCST itself."""
     cls = type(visitor)
-    if _has_attribute_hooks(cls):
+    tables = None
+    if cls.on_visit is cst.CSTVisitor.on_visit and cls.on_leave is cst.CSTVisitor.on_leave:
+        tables = _tables([visitor_methods(visitor)])
+    if tables is None:
         root.visit(visitor)
         return
     found = _located(root)
     index, start = found if found is not None else (TreeIndex(root), 0)
-    if cls.on_visit is cst.CSTVisitor.on_visit and cls.on_leave is cst.CSTVisitor.on_leave:
-        visits: Dict[str, Callable[[cst.CSTNode], object]] = {}
-        leaves: Dict[str, Callable[[cst.CSTNode], object]] = {}
-        for name, fn in visitor_methods(visitor).items():
-            kind, _, node_type = name.partition("_")
-            (visits if kind == "visit" else leaves)[node_type] = fn
-        _run(index, start, visits, leaves, prune=True)
-        return
-    # the visitor decides per node itself (`on_visit`/`on_leave` overridden)
-    on_visit, on_leave = visitor.on_visit, visitor.on_leave
-    every: Dict[str, Callable[[cst.CSTNode], object]] = _Every(on_visit)  # type: ignore[assignment]
-    _run(index, start, every, _Every(on_leave), prune=True)  # type: ignore[arg-type]
-
-
-class _Every(dict):  # type: ignore[type-arg]
-    """A table that answers the same function for every node class."""
-
-    def __init__(self, fn: Callable[[cst.CSTNode], object]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def get(self, key, default=None):  # type: ignore[no-untyped-def,override]
-        return self.fn
+    _run(index, start, *tables, prune=True)
