@@ -97,7 +97,8 @@ def finding_to_json(f: Finding) -> List[Any]:
         s = FixSummary.of(f.fix)
         fix = [s.title, s.applicability.value, s.applicable, [[i.module, i.obj] for i in s.imports]]
     edits = [[e.line, e.column, e.end_line, e.end_column, e.content] for e in f.edits]
-    return [f.code, f.name, f.message, f.line, f.column, f.end_line, f.end_column, _impact_json(f.impact), fix, edits, f.status.value]
+    related = [list(r) for r in f.related]
+    return [f.code, f.name, f.message, f.line, f.column, f.end_line, f.end_column, _impact_json(f.impact), fix, edits, f.status.value, related]
 
 
 def finding_from_json(v: List[Any], path: str) -> Finding:
@@ -118,6 +119,7 @@ def finding_from_json(v: List[Any], path: str) -> Finding:
         fix=fix,
         edits=tuple(Edit(*e) for e in v[9]),
         status=Status(v[10]),
+        related=tuple((str(p), int(n), str(t)) for p, n, t in (v[11] if len(v) > 11 else ())),
     )
 
 
@@ -206,12 +208,43 @@ def _write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
+class SummaryStore:
+    """Per-file summaries for the whole-program model (`speedlint.analyzer.program`), keyed by
+    content hash alone: a file's summary does not depend on settings, rules or where it lies."""
+
+    def __init__(self, cache: "ResultCache") -> None:
+        self.cache = cache
+        self.path = cache.directory / f"summaries-{code_fingerprint()[:16]}.json"
+        self._entries: Optional[Dict[str, Any]] = None
+        self._new: Dict[str, Any] = {}
+
+    def get(self, digest: str) -> Optional[Any]:
+        if self._entries is None:
+            self._entries = _read_bucket(self.path)
+        got = self._new.get(digest)
+        return got if got is not None else self._entries.get(digest)
+
+    def put(self, digest: str, summary: Any) -> None:
+        self._new[digest] = summary
+
+    def save(self) -> None:
+        if not self._new:
+            return
+        self.cache.ensure_directory()
+        merged = _read_bucket(self.path)
+        merged.update(self._new)
+        _write_atomic(self.path, json.dumps({"format": FORMAT, "entries": merged}, separators=(",", ":")).encode("utf-8"))
+        self._entries = merged
+        self._new = {}
+
+
 class ResultCache:
     """The cache folder of one project root; hands out buckets per settings."""
 
     def __init__(self, root: Path) -> None:
         self.directory = Path(root) / CACHE_DIR_NAME
         self._buckets: Dict[str, Bucket] = {}
+        self.summaries = SummaryStore(self)
         self.hits = 0
         self.misses = 0
 
@@ -235,7 +268,7 @@ class ResultCache:
     def save(self) -> List[str]:
         """Write every changed bucket; returns warnings (an unwritable cache is not an error)."""
         warnings: List[str] = []
-        for bucket in self._buckets.values():
+        for bucket in [*self._buckets.values(), self.summaries]:
             try:
                 bucket.save()
             except OSError as exc:

@@ -16,6 +16,7 @@ from speedlint.analyzer.textscan import may_use_gpu
 
 if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.config import Settings
+    from speedlint.analyzer.program import FileSeeds
 
 #: Passes that note a few positions (`prefetch_positions`) before all are computed at once.
 _POSITION_PASSES = 3
@@ -28,8 +29,10 @@ class FileContext:
     training-step structure does not pay for them.
     """
 
-    def __init__(self, path: str, source: str, module: cst.Module, settings: "Settings") -> None:
+    def __init__(self, path: str, source: str, module: cst.Module, settings: "Settings", seeds: "Optional[FileSeeds]" = None) -> None:
         self.path = path
+        #: what the whole program says about this file (`speedlint.analyzer.program`)
+        self.seeds = seeds
         self.source = source
         self.module = module
         self.settings = settings
@@ -44,7 +47,7 @@ class FileContext:
 
     @cached_property
     def torch(self) -> TorchFacts:
-        return TorchFacts(self.module, self.imports)
+        return TorchFacts(self.module, self.imports, self.seeds)
 
     @cached_property
     def values(self) -> ValueTracer:
@@ -52,8 +55,9 @@ class FileContext:
 
     @cached_property
     def may_use_gpu(self) -> bool:
-        """False for scripts that never mention CUDA or select a device: no GPU-only advice there."""
-        return may_use_gpu(self.source)
+        """False for scripts that never mention CUDA or select a device: no GPU-only advice there
+        (a module whose code is made hot by such a script, through the program, counts as GPU)."""
+        return may_use_gpu(self.source) or (self.seeds is not None and self.seeds.gpu)
 
     def qualname(self, node: cst.BaseExpression) -> Optional[str]:
         return self.imports.qualname(node)

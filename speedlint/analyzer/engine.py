@@ -32,6 +32,8 @@ from speedlint.analyzer.textscan import has_word, has_word_then, may_grow, may_u
 if TYPE_CHECKING:  # pragma: no cover - `ast` is imported lazily where it is needed
     import ast
 
+    from speedlint.analyzer.program import FileSeeds
+
 
 @dataclass
 class FileResult:
@@ -716,10 +718,12 @@ def analyze_text(
     settings: Settings,
     profile: Optional[Profile] = None,
     prelook: bool = True,
+    seeds: "Optional[FileSeeds]" = None,
 ) -> Analysis:
     """Lint source text. Never raises for bad input: failures become diagnostics.
 
     `prelook=False` skips the `ast` pre-look (tests use it to prove the preconditions lose nothing).
+    `seeds`: what the whole program says about this file (hot functions and their chains).
     """
     t0 = time.perf_counter()
     enabled = [r for r in rules if r.can_fire_on(text)]
@@ -728,6 +732,8 @@ def analyze_text(
         profile.add("pre-filter", t1 - t0)
         profile.files += 1
     facts = AstFacts(None, text)
+    if seeds is not None:
+        seeded_facts(facts, seeds)
     if prelook and enabled and all(getattr(r, "ast_precondition", None) is not None for r in enabled):
         enabled = _prelook(facts, enabled)
         t1b = time.perf_counter()
@@ -742,13 +748,13 @@ def analyze_text(
         return Analysis(None, [], [Diagnostic(path, syntax_error_message(exc))])
     t2 = time.perf_counter()
     if profile is None:
-        ctx = FileContext(path, text, module, settings)
+        ctx = FileContext(path, text, module, settings, seeds)
         ctx.wrapper = _Wrapper(module, unsafe_skip_copy=True)
         visitors: List[cst.BatchableCSTVisitor] = [_Batched(rule(ctx)) for rule in enabled]
     else:
         profile.add("parse", t2 - t1)
         profile.parsed += 1
-        ctx = _ProfiledContext(path, text, module, settings)
+        ctx = _ProfiledContext(path, text, module, settings, seeds)
         ctx.wrapper = _Wrapper(module, unsafe_skip_copy=True)
         ctx._profile = profile
         visitors = [_Timed(rule(ctx), profile) for rule in enabled]
@@ -788,8 +794,47 @@ def analyze_text(
     return Analysis(ctx, findings)
 
 
+#: How each kind of hotness reads in a message.
+_HOT_WORDS = {
+    "step": "on every training step",
+    "sample": "for every sample",
+    "eval": "on every evaluation batch",
+    "epoch": "once per epoch",
+}
+
+
+def seeded_facts(facts: "AstFacts", seeds: "FileSeeds") -> None:
+    """The pre-look's answers for a file the whole program makes hot: its own text may show no
+    training step, evaluation loop or dataset, yet its functions run in one elsewhere."""
+    kinds = seeds.kinds
+    if seeds.gpu:
+        facts.__dict__["may_use_gpu"] = True
+    if "step" in kinds or "epoch" in kinds:
+        facts.__dict__["may_have_training_step"] = True
+    if "eval" in kinds:
+        facts.__dict__["may_have_eval_loop"] = True
+    if "sample" in kinds:
+        facts.__dict__["may_have_sample_function"] = True
+    if kinds:
+        facts.__dict__["may_run_hot"] = True
+
+
+def _chain(ctx: FileContext, node: cst.CSTNode) -> Tuple[str, Tuple[Tuple[str, int, str], ...]]:
+    """The message suffix and related locations naming the call chain that makes `node` hot
+    through other modules (nothing when it is hot in its own file, or not hot)."""
+    if ctx.seeds is None or "torch" not in ctx.__dict__:
+        return "", ()
+    kind, chain = ctx.torch.chain_of(node)
+    if not chain:
+        return "", ()
+    here = ctx.position(node).start.line
+    hops = " -> ".join(h.text() for h in chain)
+    return f" (runs {_HOT_WORDS.get(kind, kind)}: {hops} -> {ctx.path}:{here})", tuple((h.path, h.line, h.label) for h in chain)
+
+
 def _finding(ctx: FileContext, rule: Rule, report, timed: bool = False) -> Tuple[Finding, float]:  # type: ignore[no-untyped-def]
     pos = ctx.position(report.node)
+    suffix, related = _chain(ctx, report.node)
     edits: Tuple[Edit, ...] = ()
     fix = report.fix
     spent = 0.0
@@ -800,7 +845,7 @@ def _finding(ctx: FileContext, rule: Rule, report, timed: bool = False) -> Tuple
     return Finding(
         code=rule.code,
         name=rule.name,
-        message=report.message,
+        message=report.message + suffix,
         path=ctx.path,
         line=pos.start.line,
         column=pos.start.column + 1,
@@ -810,6 +855,7 @@ def _finding(ctx: FileContext, rule: Rule, report, timed: bool = False) -> Tuple
         fix=fix,
         edits=edits,
         status=rule.status,
+        related=related,
     ), spent
 
 

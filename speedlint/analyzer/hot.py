@@ -108,7 +108,7 @@ def hot_context(
         return "per sample (in the dataset / collate path)"
     if facts.in_training_step(node):
         return "once per training step"
-    if facts.eval_loop_of(node) is not None:
+    if facts.eval_loop_of(node) is not None or facts.eval_function_of(node) is not None:
         return "once per evaluation batch"
     loop = facts.in_loop(node)
     if loop is not None and facts.in_training_step(loop):

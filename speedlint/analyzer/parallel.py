@@ -20,12 +20,16 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Type
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Type
 
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.engine import FileResult, Profile, analyze_text
+from speedlint.analyzer.program import FileSeeds
 from speedlint.analyzer.rule import Diagnostic, Rule
 from speedlint.analyzer.sources import SourceError, decode, read_source
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.cache import ResultCache
 
 #: Below either threshold the files are analysed in-process: a pool would cost more than it saves.
 MIN_PARALLEL_FILES = 16
@@ -40,6 +44,7 @@ class Job:
     settings: Settings
     codes: Tuple[str, ...]  # the enabled rules
     size: int
+    seeds: Optional[FileSeeds] = None  # what the whole program says about this file
 
 
 def default_jobs() -> int:
@@ -90,7 +95,7 @@ def analyze_job(job: Job, profile: Optional[Profile]) -> Tuple[FileResult, Optio
         if profile is not None:
             profile.add("read", time.perf_counter() - t)
     try:
-        analysis = analyze_text(text, job.shown, _rules(job.codes), job.settings, profile)
+        analysis = analyze_text(text, job.shown, _rules(job.codes), job.settings, profile, seeds=job.seeds)
         t = time.perf_counter()
         findings = [f.portable() for f in apply_suppressions(analysis.findings, text, job.settings, job.shown)]
         if profile is not None and analysis.findings:
@@ -124,6 +129,86 @@ def _work(jobs: List[Job], profiling: bool) -> Tuple[List[Tuple[int, FileResult,
         result, digest = analyze_job(job, profile)
         out.append((job.index, result, digest))
     return out, profile
+
+
+def _summarize(paths: List[Tuple[int, str]]) -> List[Tuple[int, Optional[str], Any]]:
+    """The worker's task for the whole-program model: (index, content hash, summary) per file."""
+    from speedlint.analyzer.cache import content_hash
+    from speedlint.analyzer.program import summarize
+
+    out = []
+    for index, path in paths:
+        try:
+            data = read_bytes(path)
+            text = decode(data, path).text
+        except (SourceError, OSError):
+            out.append((index, None, None))
+            continue
+        out.append((index, content_hash(data), summarize(text)))
+    return out
+
+
+def program_seeds(
+    files: Sequence[Tuple[Path, str]],
+    cache: Optional["ResultCache"],
+    workers: int,
+    profile: Optional[Profile] = None,
+) -> Dict[int, FileSeeds]:
+    """Link the whole program (`speedlint.analyzer.program`): each file's summary (from the cache
+    by content hash, else computed in the pool), then hotness along the call graph. Returns the
+    seeds of the files the program makes hot, by index in `files`."""
+    from speedlint.analyzer.cache import content_hash
+    from speedlint.analyzer.program import link
+
+    t = time.perf_counter()
+    summaries: Dict[int, Any] = {}
+    todo: List[Tuple[int, str]] = []
+    sizes: Dict[int, int] = {}
+    for index, (path, _) in enumerate(files):
+        if path.suffix != ".py":
+            continue
+        if cache is not None:
+            try:
+                data = read_bytes(str(path))
+            except (SourceError, OSError):
+                continue
+            got = cache.summaries.get(content_hash(data))
+            if got is not None:
+                summaries[index] = got
+                continue
+            sizes[index] = len(data)
+        else:
+            try:
+                sizes[index] = os.path.getsize(path)
+            except OSError:
+                continue
+        todo.append((index, str(path)))
+    if todo:
+        total = sum(sizes.values())
+        if workers <= 1 or len(todo) < MIN_PARALLEL_FILES or total < MIN_PARALLEL_BYTES:
+            done = _summarize(todo)
+        else:
+            from concurrent.futures import ProcessPoolExecutor
+
+            ordered = sorted(todo, key=lambda item: -sizes.get(item[0], 0))
+            parts = [ordered[i::workers * 4] for i in range(workers * 4)]
+            done = []
+            with ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=_init_worker) as pool:
+                for chunk in pool.map(_summarize, [p for p in parts if p]):
+                    done.extend(chunk)
+        for index, digest, summary in done:
+            if summary is not None:
+                summaries[index] = summary
+                if cache is not None and digest is not None:
+                    cache.summaries.put(digest, summary)
+    t1 = time.perf_counter()
+    by_shown = link([(os.path.abspath(files[i][0]), files[i][1], s) for i, s in sorted(summaries.items())])
+    index_of = {shown: i for i, (_, shown) in enumerate(files)}
+    seeds = {index_of[shown]: s for shown, s in by_shown.items() if shown in index_of}
+    if profile is not None:
+        profile.add("program summaries", t1 - t)
+        profile.add("program link", time.perf_counter() - t1)
+    return seeds
 
 
 # -- the pool -------------------------------------------------------------------------------------
@@ -187,6 +272,12 @@ def run_jobs(jobs: List[Job], workers: int, profile: Optional[Profile]) -> Dict[
 
 
 # -- the whole check ------------------------------------------------------------------------------
+def _keyed(digest: str, seeds: Optional[FileSeeds]) -> str:
+    """A file's cache key: its content, and what the program says about it (a file's findings
+    change when a file it depends on changes how hot it is)."""
+    return digest if seeds is None else f"{digest}+{seeds.digest()}"
+
+
 def check_files(
     files: Sequence[Tuple[Path, str]],
     settings_for,  # type: ignore[no-untyped-def]
@@ -200,6 +291,8 @@ def check_files(
 
     start = time.perf_counter()
     cache = ResultCache(cache_root) if cache_root is not None else None
+    workers = jobs if jobs is not None else default_jobs()
+    seeds = program_seeds(files, cache, workers, profile)
     results: List[Optional[FileResult]] = [None] * len(files)
     pending: List[Job] = []
     buckets = {}
@@ -222,7 +315,7 @@ def check_files(
                 size = os.path.getsize(path)
             except OSError:
                 size = 0  # reading it will say what is wrong
-            pending.append(Job(index, str(path), shown, settings, codes, size))
+            pending.append(Job(index, str(path), shown, settings, codes, size, seeds.get(index)))
             t_read += time.perf_counter() - t0
             continue
         try:
@@ -230,7 +323,7 @@ def check_files(
         except SourceError as exc:
             results[index] = FileResult(shown, diagnostics=[Diagnostic(shown, str(exc))])
             continue
-        digest = content_hash(data)
+        digest = _keyed(content_hash(data), seeds.get(index))
         t1 = time.perf_counter()
         t_read += t1 - t0
         bucket = None
@@ -253,12 +346,12 @@ def check_files(
             cache.misses += 1
             t_cache += time.perf_counter() - t1
         # a miss: whoever analyses it re-reads it (the parent keeps no texts: its memory stays flat)
-        pending.append(Job(index, str(path), shown, settings, codes, len(data)))
+        pending.append(Job(index, str(path), shown, settings, codes, len(data), seeds.get(index)))
         digests[index] = digest
-    workers = jobs if jobs is not None else default_jobs()
     done = run_jobs(pending, workers, profile)
     for index, (result, digest) in done.items():
         results[index] = result
+        digest = _keyed(digest, seeds.get(index)) if digest is not None else None
         if digest is not None and digest != digests.get(index):
             digests[index] = digest  # the file changed between the two reads: cache what was analysed
     warnings: List[str] = []

@@ -178,6 +178,8 @@ class Finding:
     fix: Optional[Union[Fix, FixSummary]] = None
     edits: Tuple[Edit, ...] = ()
     status: Status = Status.STABLE
+    #: the hot call chain that makes it costly, call site by call site: (path, line, what is called)
+    related: Tuple[Tuple[str, int, str], ...] = ()
 
     def portable(self) -> "Finding":
         """This finding with its fix reduced to a `FixSummary` (picklable, cacheable)."""

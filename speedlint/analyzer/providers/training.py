@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple, Union
+from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple, Union
 
 import libcst as cst
 
 from speedlint.analyzer.providers.names import ImportMap, dotted
 from speedlint.analyzer.providers.walk import TreeIndex, index_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.program import FileSeeds
 
 Loop = Union[cst.For, cst.While]
 Unit = Union[cst.For, cst.While, cst.FunctionDef]
@@ -168,9 +171,10 @@ class _Order(Mapping):  # type: ignore[type-arg]
 class TorchFacts:
     """Training-step, epoch, eval and per-sample structure of one module."""
 
-    def __init__(self, module: cst.Module, imports: ImportMap) -> None:
+    def __init__(self, module: cst.Module, imports: ImportMap, seeds: "Optional[FileSeeds]" = None) -> None:
         self.module = module
         self.imports = imports
+        self.seeds = seeds
         self.tree = index_of(module)
         self.units: Dict[Unit, UnitInfo] = {}
         self.loops: List[Loop] = []
@@ -311,20 +315,61 @@ class TorchFacts:
         result.discard(loop)
         return result
 
+    def _seeded(self, kind: str) -> Set[cst.FunctionDef]:
+        """This file's functions that the whole program makes hot in this way (`FileSeeds`)."""
+        if self.seeds is None:
+            return set()
+        fns = self.all_functions
+        return {fns[i] for i, kinds in self.seeds.functions.items() if kind in kinds and i < len(fns)}
+
+    def chain_of(self, node: cst.CSTNode) -> Tuple[str, tuple]:
+        """(kind, the call chain of `program.Hop`s) that makes the function holding `node` hot
+        through other modules; ("", ()) when it is hot in its own file, or not hot."""
+        if self.seeds is None:
+            return "", ()
+        if isinstance(self.step_of(node), (cst.For, cst.While)) or self.eval_loop_of(node) is not None:
+            return "", ()  # hot through a loop of its own function
+        fn = self.enclosing_function(node)
+        while fn is not None:
+            if fn in self._local_hot:
+                return "", ()
+            kinds = self.seeds.functions.get(self._function_ordinal.get(fn, -1))
+            if kinds:
+                for k in ("step", "sample", "eval", "epoch"):
+                    chain = kinds.get(k)
+                    if chain:
+                        return k, chain
+            fn = self.enclosing_function(fn)
+        return "", ()
+
     def _classify(self) -> None:
         sat = {loop for loop in self.loops if self.reaches_backward(loop) and self.reaches_step(loop)}
+        if self.seeds is not None:  # loops whose backward / optimizer step is in another module
+            sat |= {self.loops[i] for i in self.seeds.step_loops if i < len(self.loops)}
         for loop in sat:
             if not (self.inner_loops(loop) & sat):
                 self.step_loops.add(loop)
         for loop in self.loops:
             if loop not in self.step_loops and self.inner_loops(loop) & self.step_loops:
                 self.epoch_loops.add(loop)
-        self.step_functions: Set[cst.FunctionDef] = self.callees_closure(self.step_loops)
-        self.epoch_functions: Set[cst.FunctionDef] = self.callees_closure(self.epoch_loops) - self.step_functions
+        local_steps = self.callees_closure(self.step_loops)
+        seeded_steps = self._seeded("step")
+        self.step_functions: Set[cst.FunctionDef] = local_steps | seeded_steps | self.callees_closure(seeded_steps)
+        local_epochs = self.callees_closure(self.epoch_loops)
+        seeded_epochs = self._seeded("epoch")
+        self.epoch_functions: Set[cst.FunctionDef] = (local_epochs | seeded_epochs) - self.step_functions
+        #: functions run once per evaluation batch through a call in another module
+        seeded_evals = self._seeded("eval")
+        self.eval_functions: Set[cst.FunctionDef] = (seeded_evals | self.callees_closure(seeded_evals)) - self.step_functions
+        self._function_ordinal = {fn: i for i, fn in enumerate(self.all_functions)}
         self.forward_functions: Set[cst.FunctionDef] = {
             fn for (cls, name), fns in self.methods.items() if name == "forward" for fn in fns
         }
-        self.sample_functions: Set[cst.FunctionDef] = self._per_sample_functions()
+        local_samples = self._per_sample_functions()
+        seeded_samples = self._seeded("sample")
+        self.sample_functions: Set[cst.FunctionDef] = local_samples | seeded_samples | self.callees_closure(seeded_samples)
+        #: hot without the rest of the program (no chain to name)
+        self._local_hot: Set[cst.FunctionDef] = local_steps | local_samples
         self.eval_loops: Set[Loop] = {loop for loop in self.loops if self._is_eval_loop(loop)}
         # keep only the outermost eval loops: that is the per-batch loop
         self.eval_loops = {
@@ -445,6 +490,17 @@ class TorchFacts:
                 return unit  # type: ignore[return-value]
             if isinstance(unit, cst.FunctionDef):
                 return None
+        return None
+
+    def eval_function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+        """The function run once per evaluation batch (from another module) holding `node`."""
+        if not self.eval_functions:
+            return None
+        fn = self.enclosing_function(node)
+        while fn is not None:
+            if fn in self.eval_functions:
+                return fn
+            fn = self.enclosing_function(fn)
         return None
 
     def in_loop(self, node: cst.CSTNode) -> Optional[Loop]:

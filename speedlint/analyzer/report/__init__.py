@@ -133,6 +133,7 @@ def finding_json(f) -> Dict[str, Any]:  # type: ignore[no-untyped-def]
             "evidence": f.impact.evidence,
         },
         "fix": fix,
+        "chain": [{"filename": p, "location": {"row": n}, "call": t} for p, n, t in f.related],
     }
 
 

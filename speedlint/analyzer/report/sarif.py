@@ -117,7 +117,7 @@ def _result(f: Finding, rule_index: int, fingerprint: str) -> Dict[str, Any]:
     message = f.message
     if f.fix is not None:
         message += f" ({'fix' if f.fix.applicable else 'advice'}: {f.fix.title})"
-    return {
+    result = {
         "ruleId": f.code,
         "ruleIndex": rule_index,
         "level": sarif_level(f.impact.level),
@@ -126,6 +126,15 @@ def _result(f: Finding, rule_index: int, fingerprint: str) -> Dict[str, Any]:
         "partialFingerprints": {FINGERPRINT_KEY: fingerprint},
         "properties": properties,
     }
+    if f.related:  # the hot call chain, call site by call site
+        related = []
+        for i, (path, line, call) in enumerate(f.related):
+            loc = _location(path, {"startLine": max(1, line)})
+            loc["id"] = i
+            loc["message"] = {"text": f"calls `{call}`"}
+            related.append(loc)
+        result["relatedLocations"] = related
+    return result
 
 
 def sarif_document(

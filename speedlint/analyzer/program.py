@@ -1,0 +1,1219 @@
+"""The whole program: per-file summaries, a link step, and how hot each function is.
+
+Real training projects split the step across modules (the loop in `train.py`, the cost in
+`losses/`, `models/`, `data/`, `utils/`). This module follows the step wherever it goes:
+
+1. **Summaries** (`summarize`): per file, from the stdlib `ast` (fast, cacheable by content
+   hash): imports, classes and their bases, functions in source order with their parameters,
+   their calls in a symbolic form (`self.criterion(...)`, `model(x)`, `Cls(...)`), loops, what
+   they bind to names and `self` attributes, what they return, and whether they call
+   `backward()` / an optimizer step directly. Plain lists and dicts: they go to the cache as JSON.
+2. **Link** (`Program`): module names from the layout (packages, `src/`, a script's siblings),
+   imports and re-exports resolved to project modules, classes with bases across files, and a
+   flow-insensitive type inference of the values that matter for calls (instances of project
+   classes, project functions, modules) through assignments, `self` attributes, parameters (from
+   every call site) and return values. Calls resolve through them: `obj(...)` runs `forward` (or
+   `__call__`), `obj.meth()` the method found along the bases, `Cls(...)` its `__init__`.
+3. **Hotness**: roots are training-step loops (a loop that reaches `backward()` and an optimizer
+   step through anything it calls), epoch loops around them, evaluation loops and per-sample
+   entry points (`__getitem__`, an `IterableDataset`'s `__iter__`, `collate_fn`s). Hotness flows
+   along the call graph from the roots through calls that run every time (not behind
+   `if step % N == 0`, not in an exception handler), keeping the shortest chain of call sites
+   that explains it. Whatever cold code alone reaches stays cold.
+
+Unresolvable calls, star imports, `importlib` and recursion end quietly: no guess.
+
+`FileSeeds` is what a file's rules get from all this: which of its functions are hot, how, and
+why (the chain), which of its loops are training steps because of a callee in another module,
+and whether the code that makes it hot may run on a GPU.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+
+from speedlint.analyzer.textscan import may_use_gpu
+
+#: The summary format (bump when `summarize` changes what it records).
+SUMMARY_FORMAT = 1
+
+#: Hotness kinds, hottest first.
+STEP, SAMPLE, EVAL, EPOCH = "step", "sample", "eval", "epoch"
+KINDS = (STEP, SAMPLE, EVAL, EPOCH)
+
+EVAL_NAME = re.compile(
+    r"(^|_)(eval|evaluate|evaluation|valid|validate|validation|val|test|testing|predict|prediction|infer|inference)(_|$)|^(eval|valid|test|predict|infer)",
+    re.I,
+)
+SCHEDULER_HINT = re.compile(r"sched|(^|_)lr(_|$)|warmup", re.I)
+#: Names in an `if` test that say the branch runs now and then, not every time.
+_INTERVAL_WORDS = re.compile(r"log|interval|every|freq|period|print|verbose|debug|display|save|ckpt|checkpoint|vis|summary|report|plot|sample_|dump", re.I)
+#: Containers whose calls give back what they hold (`nn.ModuleList([Block(), ...])`).
+_CONTAINERS = frozenset({"ModuleList", "Sequential", "ModuleDict", "ParameterList", "list", "tuple", "dict", "set", "sorted", "reversed", "iter", "enumerate", "zip", "tqdm", "cycle", "chain"})
+_GRAD_OFF = frozenset({"no_grad", "inference_mode"})
+
+
+# -- summaries ------------------------------------------------------------------------------------
+def _dotted(node: ast.AST) -> Optional[str]:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _expr(node: Optional[ast.AST], depth: int = 0) -> Any:
+    """The symbolic form of an expression (None when it says nothing useful for calls)."""
+    if node is None or depth > 12:
+        return None
+    kind = node.__class__
+    if kind is ast.Name:
+        return ["n", node.id]  # type: ignore[attr-defined]
+    if kind is ast.Attribute:
+        base = _expr(node.value, depth + 1)  # type: ignore[attr-defined]
+        return ["a", base, node.attr] if base is not None else None  # type: ignore[attr-defined]
+    if kind is ast.Call:
+        func = node.func  # type: ignore[attr-defined]
+        if isinstance(func, ast.Name) and func.id == "super":
+            return ["super"]
+        f = _expr(func, depth + 1)
+        if f is None:
+            return None
+        args = [_expr(a, depth + 1) for a in node.args if not isinstance(a, ast.Starred)]  # type: ignore[attr-defined]
+        kws = {k.arg: _expr(k.value, depth + 1) for k in node.keywords if k.arg}  # type: ignore[attr-defined]
+        return ["c", f, args, kws]
+    if kind is ast.Subscript:
+        base = _expr(node.value, depth + 1)  # type: ignore[attr-defined]
+        return ["s", base] if base is not None else None
+    if kind in (ast.Tuple, ast.List, ast.Set):
+        elts = [_expr(e, depth + 1) for e in node.elts]  # type: ignore[attr-defined]
+        elts = [e for e in elts if e is not None]
+        return ["t", elts] if elts else None
+    if kind is ast.IfExp:
+        parts = [p for p in (_expr(node.body, depth + 1), _expr(node.orelse, depth + 1)) if p is not None]  # type: ignore[attr-defined]
+        return ["t", parts] if parts else None
+    if kind is ast.BoolOp:
+        parts = [p for p in (_expr(v, depth + 1) for v in node.values) if p is not None]  # type: ignore[attr-defined]
+        return ["t", parts] if parts else None
+    if kind in (ast.ListComp, ast.GeneratorExp, ast.SetComp):
+        return _expr(node.elt, depth + 1)  # type: ignore[attr-defined]
+    if kind is ast.DictComp:
+        return _expr(node.value, depth + 1)  # type: ignore[attr-defined]
+    if kind is ast.Dict:
+        vals = [_expr(v, depth + 1) for v in node.values]  # type: ignore[attr-defined]
+        vals = [v for v in vals if v is not None]
+        return ["t", vals] if vals else None
+    if kind is ast.Starred:
+        return _expr(node.value, depth + 1)  # type: ignore[attr-defined]
+    if kind is ast.NamedExpr:
+        return _expr(node.value, depth + 1)  # type: ignore[attr-defined]
+    return None
+
+
+def _label(func: ast.AST) -> str:
+    d = _dotted(func)
+    if d is not None:
+        return d + "(...)"
+    if isinstance(func, ast.Subscript):
+        inner = _dotted(func.value)
+        return (inner + "[...](...)") if inner else "call"
+    if isinstance(func, ast.Call):
+        return _label(func.func) + "(...)"
+    return "call"
+
+
+def _is_interval_test(test: ast.AST) -> bool:
+    """`if step % N == 0`, `if i == 0`, `if args.log_every and ...`: a branch taken now and then."""
+    for sub in ast.walk(test):
+        if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Mod):
+            return True
+        if isinstance(sub, ast.Compare) and any(isinstance(c, ast.Constant) and c.value == 0 and not isinstance(c.value, bool) for c in [sub.left, *sub.comparators]):
+            if any(isinstance(op, (ast.Eq,)) for op in sub.ops):
+                return True
+        if isinstance(sub, ast.Name) and _INTERVAL_WORDS.search(sub.id):
+            return True
+        if isinstance(sub, ast.Attribute) and _INTERVAL_WORDS.search(sub.attr):
+            return True
+    return False
+
+
+#: Call-site flags: behind an interval guard, in an exception handler, under no_grad, only when
+#: training (`if self.training:`), only when evaluating (its `else`).
+GUARDED, HANDLER, GRAD_OFF, TRAIN_ONLY, EVAL_ONLY = 1, 2, 4, 8, 16
+
+
+def _training_test(test: ast.AST) -> Optional[bool]:
+    """True for `self.training`, False for `not self.training`, else None."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _training_test(test.operand)
+        return None if inner is None else not inner
+    if isinstance(test, ast.Attribute) and test.attr == "training":
+        return True
+    return None
+
+
+def _is_grad_off(expr: ast.AST) -> bool:
+    target = expr.func if isinstance(expr, ast.Call) else expr
+    d = _dotted(target) or ""
+    return d.rsplit(".", 1)[-1] in _GRAD_OFF
+
+
+def _start(node: ast.AST) -> Tuple[int, int]:
+    decorators = getattr(node, "decorator_list", None)
+    if decorators:
+        first = decorators[0]
+        return (first.lineno, first.col_offset - 1)  # the `@` is one column to the left
+    return (node.lineno, node.col_offset)  # type: ignore[attr-defined]
+
+
+class _Summarizer:
+    """One walk of a module's `ast`: functions (with the module body as function -1), loops, calls."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self.functions: List[Dict[str, Any]] = []
+        self.classes: Dict[str, Dict[str, Any]] = {}
+        self.imports: Dict[str, List[Any]] = {}
+        self.star = False
+        self.loop_count = 0
+        self.module = self._new_function("<module>", None, [], 0, [])
+        self._loop_nodes: List[ast.AST] = []
+        self._fn_nodes: List[ast.AST] = []
+
+    @staticmethod
+    def _new_function(q: str, cls: Optional[str], params: List[str], line: int, decorators: List[Any]) -> Dict[str, Any]:
+        return {
+            "q": q, "cls": cls, "params": params, "line": line, "dec": decorators,
+            "calls": [], "loops": [], "assign": {}, "attrs": {}, "returns": [],
+            "backward": False, "step": False, "grad_off": False, "eval_call": -1,
+        }
+
+    def run(self) -> Dict[str, Any]:
+        self._block(self.tree.body, self.module, None, loop=-1, guarded=0, handler=False, grad_off=False)
+        # functions and loops are numbered in source order (what LibCST's preorder gives)
+        order = sorted(range(len(self.functions)), key=lambda i: _start(self._fn_nodes[i]))
+        rank = {old: new for new, old in enumerate(order)}
+        self.functions = [self.functions[i] for i in order]
+        loop_order = sorted(range(len(self._loop_nodes)), key=lambda i: _start(self._loop_nodes[i]))
+        loop_rank = {old: new for new, old in enumerate(loop_order)}
+        for fn in [self.module, *self.functions]:
+            for lp in fn["loops"]:
+                lp["g"] = loop_rank[lp["g"]]
+        for c in self.classes.values():
+            c["methods"] = {k: rank[v] for k, v in c["methods"].items()}
+        return {
+            "format": SUMMARY_FORMAT, "module": self.module, "functions": self.functions,
+            "classes": self.classes, "imports": self.imports, "star": self.star,
+        }
+
+    # statements ------------------------------------------------------------------------------
+    def _block(self, body: Sequence[ast.stmt], fn: Dict[str, Any], cls: Optional[str], **where: Any) -> None:
+        for stmt in body:
+            self._stmt(stmt, fn, cls, **where)
+
+    def _stmt(self, node: ast.stmt, fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
+        where = dict(loop=loop, guarded=guarded, handler=handler, grad_off=grad_off)
+        kind = node.__class__
+        if kind in (ast.FunctionDef, ast.AsyncFunctionDef):
+            self._function(node, fn, cls)  # type: ignore[arg-type]
+            return
+        if kind is ast.ClassDef:
+            self._class(node, fn)  # type: ignore[arg-type]
+            return
+        if kind in (ast.Import, ast.ImportFrom):
+            if fn is self.module or True:
+                self._import(node)
+            return
+        if kind in (ast.For, ast.AsyncFor, ast.While):
+            index = len(fn["loops"])
+            self._loop_nodes.append(node)
+            lp = {"line": node.lineno, "parent": loop, "g": len(self._loop_nodes) - 1, "grad_off": grad_off, "guarded": guarded, "iter": None}
+            fn["loops"].append(lp)
+            if kind is ast.While:
+                self._exprs(node.test, fn, **dict(where, loop=index))  # type: ignore[attr-defined]
+            else:
+                lp["iter"] = _expr(node.iter)  # type: ignore[attr-defined]
+                self._exprs(node.iter, fn, **where)  # type: ignore[attr-defined]
+                self._bind(node.target, ["e", lp["iter"]] if lp["iter"] is not None else None, fn)  # type: ignore[attr-defined]
+            self._block(node.body, fn, cls, **dict(where, loop=index))  # type: ignore[attr-defined]
+            self._block(node.orelse, fn, cls, **where)  # type: ignore[attr-defined]
+            return
+        if kind is ast.If:
+            self._exprs(node.test, fn, **where)  # type: ignore[attr-defined]
+            mode = _training_test(node.test)  # type: ignore[attr-defined]
+            if mode is not None:  # `if self.training:` / `if not self.training:`
+                body_flag, else_flag = (TRAIN_ONLY, EVAL_ONLY) if mode else (EVAL_ONLY, TRAIN_ONLY)
+                self._block(node.body, fn, cls, **dict(where, guarded=guarded | body_flag))  # type: ignore[attr-defined]
+                self._block(node.orelse, fn, cls, **dict(where, guarded=guarded | else_flag))  # type: ignore[attr-defined]
+                return
+            g = guarded | (GUARDED if _is_interval_test(node.test) else 0)  # type: ignore[attr-defined]
+            self._block(node.body, fn, cls, **dict(where, guarded=g))  # type: ignore[attr-defined]
+            self._block(node.orelse, fn, cls, **dict(where, guarded=g))  # type: ignore[attr-defined]
+            return
+        if kind in (ast.With, ast.AsyncWith):
+            off = grad_off
+            for item in node.items:  # type: ignore[attr-defined]
+                self._exprs(item.context_expr, fn, **where)
+                if _is_grad_off(item.context_expr):
+                    off = True
+                if item.optional_vars is not None:
+                    self._bind(item.optional_vars, _expr(item.context_expr), fn)
+            self._block(node.body, fn, cls, **dict(where, grad_off=off))  # type: ignore[attr-defined]
+            return
+        if kind in (ast.Try, getattr(ast, "TryStar", ast.Try)):
+            self._block(node.body, fn, cls, **where)  # type: ignore[attr-defined]
+            for h in node.handlers:  # type: ignore[attr-defined]
+                self._block(h.body, fn, cls, **dict(where, handler=True))
+            self._block(node.orelse, fn, cls, **where)  # type: ignore[attr-defined]
+            self._block(node.finalbody, fn, cls, **where)  # type: ignore[attr-defined]
+            return
+        if kind is ast.Assign:
+            value = _expr(node.value)  # type: ignore[attr-defined]
+            self._exprs(node.value, fn, **where)  # type: ignore[attr-defined]
+            for t in node.targets:  # type: ignore[attr-defined]
+                self._bind(t, value, fn)
+            return
+        if kind in (ast.AnnAssign, ast.AugAssign):
+            if node.value is not None:  # type: ignore[attr-defined]
+                self._exprs(node.value, fn, **where)  # type: ignore[attr-defined]
+                if kind is ast.AnnAssign:
+                    self._bind(node.target, _expr(node.value), fn)  # type: ignore[attr-defined]
+            return
+        if kind is ast.Return:
+            if node.value is not None:  # type: ignore[attr-defined]
+                self._exprs(node.value, fn, **where)  # type: ignore[attr-defined]
+                value = _expr(node.value)  # type: ignore[attr-defined]
+                if value is not None:
+                    fn["returns"].append(value)
+            return
+        if kind is ast.Match:  # pragma: no cover - rare in training code
+            self._exprs(node.subject, fn, **where)  # type: ignore[attr-defined]
+            for case in node.cases:  # type: ignore[attr-defined]
+                self._block(case.body, fn, cls, **dict(where, guarded=guarded | GUARDED))
+            return
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                self._stmt(child, fn, cls, **where)
+            elif isinstance(child, ast.expr):
+                self._exprs(child, fn, **where)
+
+    def _bind(self, target: ast.AST, value: Any, fn: Dict[str, Any]) -> None:
+        if value is None:
+            return
+        if isinstance(target, ast.Name):
+            fn["assign"].setdefault(target.id, []).append(value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for i, elt in enumerate(target.elts):
+                if isinstance(elt, ast.Starred):
+                    elt = elt.value
+                self._bind(elt, ["i", value, i], fn)
+        elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and fn["params"] and target.value.id == fn["params"][0] and fn["cls"]:
+            fn["attrs"].setdefault(target.attr, []).append(value)
+        elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Attribute):
+            inner = target.value
+            if isinstance(inner.value, ast.Name) and fn["params"] and inner.value.id == fn["params"][0] and fn["cls"]:
+                fn["attrs"].setdefault(inner.attr, []).append(value)  # self.layers[k] = Block()
+
+    def _exprs(self, node: ast.AST, fn: Dict[str, Any], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
+        """Calls inside an expression (lambdas are not followed: they run when called)."""
+        todo = [(node, guarded)]
+        while todo:
+            sub, g = todo.pop()
+            kind = sub.__class__
+            if kind is ast.Lambda:
+                continue
+            if kind is ast.IfExp:
+                todo.append((sub.test, g))  # type: ignore[attr-defined]
+                gg = g | (GUARDED if _is_interval_test(sub.test) else 0)  # type: ignore[attr-defined]
+                todo.append((sub.body, gg))  # type: ignore[attr-defined]
+                todo.append((sub.orelse, gg))  # type: ignore[attr-defined]
+                continue
+            if kind is ast.BoolOp:
+                values = sub.values  # type: ignore[attr-defined]
+                todo.append((values[0], g))
+                for v in values[1:]:
+                    todo.append((v, g | GUARDED))  # short-circuited: may not run
+                continue
+            if kind is ast.Call:
+                self._call(sub, fn, loop, g, handler, grad_off)  # type: ignore[arg-type]
+            for child in ast.iter_child_nodes(sub):
+                todo.append((child, g))
+
+    def _call(self, node: ast.Call, fn: Dict[str, Any], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            name = func.attr
+            if name in ("backward", "manual_backward"):
+                fn["backward"] = True
+                if loop >= 0:
+                    fn["loops"][loop].setdefault("direct", []).append("b")
+            elif name in ("step", "optimizer_step"):
+                receiver = _dotted(func.value) or ""
+                if not SCHEDULER_HINT.search(receiver.rsplit(".", 1)[-1]) and not re.search(r"env", receiver, re.I):
+                    fn["step"] = True
+                    if loop >= 0:
+                        fn["loops"][loop].setdefault("direct", []).append("s")
+            elif name == "eval" and not node.args and fn["eval_call"] < 0:
+                fn["eval_call"] = node.lineno
+        elif isinstance(func, ast.Name) and func.id == "__import__":
+            return
+        if (_dotted(func) or "").endswith("autograd.backward"):
+            fn["backward"] = True
+        target = _expr(func)
+        if target is None:
+            return
+        args = [_expr(a) for a in node.args if not isinstance(a, ast.Starred)]
+        kws = {k.arg: _expr(k.value) for k in node.keywords if k.arg}
+        flags = guarded | (HANDLER if handler else 0) | (GRAD_OFF if grad_off else 0)
+        fn["calls"].append([node.lineno, node.col_offset, target, args, kws, loop, flags, _label(func)])
+
+    def _function(self, node: ast.FunctionDef, outer: Dict[str, Any], cls: Optional[str]) -> None:
+        q = node.name
+        if cls is not None:
+            q = f"{cls}.{node.name}"
+        elif outer is not self.module:
+            q = f"{outer['q']}.{node.name}"
+        a = node.args
+        params = [p.arg for p in (*a.posonlyargs, *a.args)]
+        if a.vararg:
+            params.append("*" + a.vararg.arg)
+        params += [p.arg for p in a.kwonlyargs]
+        decorators = [_expr(d) for d in node.decorator_list]
+        is_static = any(_dotted(d) == "staticmethod" for d in node.decorator_list)
+        fn = self._new_function(q, cls if not is_static else None, params, node.lineno, decorators)
+        fn["grad_off"] = any(_is_grad_off(d) for d in node.decorator_list)
+        fn["static"] = is_static
+        if cls is None and outer is not self.module:
+            fn["outer"] = outer["q"]
+        index = len(self.functions)
+        self.functions.append(fn)
+        self._fn_nodes.append(node)
+        if cls is not None:
+            self.classes[cls]["methods"][node.name] = index
+        for default in [*a.defaults, *(d for d in a.kw_defaults if d is not None)]:
+            self._exprs(default, outer, loop=-1, guarded=0, handler=False, grad_off=False)
+        self._block(node.body, fn, None, loop=-1, guarded=0, handler=False, grad_off=fn["grad_off"])
+
+    def _class(self, node: ast.ClassDef, outer: Dict[str, Any]) -> None:
+        name = node.name if outer is self.module else f"{outer['q']}.{node.name}"
+        self.classes[name] = {"bases": [_expr(b) for b in node.bases], "line": node.lineno, "methods": {}, "fields": {}}
+        for stmt in node.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self._function(stmt, outer, name)
+            elif isinstance(stmt, ast.ClassDef):
+                self._class(stmt, outer)
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and getattr(stmt, "value", None) is not None:
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                for t in targets:
+                    if isinstance(t, ast.Name):
+                        value = _expr(stmt.value)
+                        if value is not None:
+                            self.classes[name]["fields"].setdefault(t.id, []).append(value)
+
+    def _import(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    self.imports[alias.asname] = ["mod", alias.name, 0]
+                else:
+                    top = alias.name.split(".")[0]
+                    self.imports[top] = ["mod", top, 0]
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name == "*":
+                    self.star = True
+                    continue
+                self.imports[alias.asname or alias.name] = ["from", node.module or "", node.level, alias.name]
+
+
+def summarize(text: str) -> Optional[Dict[str, Any]]:
+    """The summary of one file's text (None when `ast` cannot parse it)."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return None
+    try:
+        summary = _Summarizer(tree).run()
+    except RecursionError:
+        return None
+    summary["gpu"] = may_use_gpu(text)
+    return summary
+
+
+# -- the link step --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Hop:
+    """One call site on a hot chain."""
+
+    path: str
+    line: int
+    label: str
+
+    def text(self) -> str:
+        return f"{self.path}:{self.line} `{self.label}`"
+
+
+@dataclass
+class FileSeeds:
+    """What the program model says about one file, for its rules."""
+
+    #: function ordinal (source order) -> {kind: chain}; the chain's last hop is the call that runs it
+    functions: Dict[int, Dict[str, Tuple[Hop, ...]]] = field(default_factory=dict)
+    #: loop ordinals (source order) that are training-step loops through a callee elsewhere
+    step_loops: Tuple[int, ...] = ()
+    #: the code that makes this file hot may run on a GPU
+    gpu: bool = False
+    #: other facts the rules ask about the project (see `Program.project_facts`)
+    project: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def kinds(self) -> Set[str]:
+        return {k for kinds in self.functions.values() for k in kinds} | ({STEP} if self.step_loops else set())
+
+    def digest(self) -> str:
+        """What the file's findings depend on (part of its cache key)."""
+        import hashlib
+
+        parts = [repr(sorted((i, sorted((k, tuple(h.text() for h in c)) for k, c in v.items())) for i, v in self.functions.items()))]
+        parts.append(repr(self.step_loops))
+        parts.append(repr(self.gpu))
+        parts.append(repr(sorted(self.project.items())))
+        return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
+
+    def to_json(self) -> List[Any]:
+        return [
+            [[i, {k: [[h.path, h.line, h.label] for h in c] for k, c in v.items()}] for i, v in self.functions.items()],
+            list(self.step_loops), self.gpu, self.project,
+        ]
+
+    @classmethod
+    def from_json(cls, data: List[Any]) -> "FileSeeds":
+        fns = {int(i): {k: tuple(Hop(*h) for h in c) for k, c in v.items()} for i, v in data[0]}
+        return cls(fns, tuple(data[1]), bool(data[2]), dict(data[3]))
+
+
+class _Module:
+    __slots__ = ("id", "path", "shown", "name", "root", "summary", "is_package", "fids", "cids", "globals_env")
+
+    def __init__(self, mid: int, path: str, shown: str, summary: Dict[str, Any]) -> None:
+        self.id = mid
+        self.path = path
+        self.shown = shown
+        self.summary = summary
+        self.name = ""
+        self.root = ""
+        self.is_package = os.path.basename(path) == "__init__.py"
+        self.fids: List[int] = []
+        self.cids: Dict[str, int] = {}
+        self.globals_env: Dict[str, Set[str]] = {}
+
+
+def module_names(paths: Iterable[str]) -> Dict[str, Tuple[str, str]]:
+    """path -> (dotted module name, the folder it is importable from), from the package layout."""
+    known = set(paths)
+    out: Dict[str, Tuple[str, str]] = {}
+    folder_is_package: Dict[str, bool] = {}
+
+    def is_package(folder: str) -> bool:
+        got = folder_is_package.get(folder)
+        if got is None:
+            init = os.path.join(folder, "__init__.py")
+            got = folder_is_package[folder] = init in known or os.path.isfile(init)
+        return got
+
+    for path in known:
+        folder, base = os.path.split(path)
+        stem = base[:-3] if base.endswith(".py") else base
+        parts = [] if stem == "__init__" else [stem]
+        while is_package(folder):
+            folder, pkg = os.path.split(folder)
+            parts.insert(0, pkg)
+            if not pkg:
+                break
+        out[path] = (".".join(parts), folder)
+    return out
+
+
+class Program:
+    """The linked project: resolution, types and hotness over every file's summary."""
+
+    ROUNDS = 4
+
+    def __init__(self, files: Sequence[Tuple[str, str, Dict[str, Any]]]) -> None:
+        """`files`: (absolute path, display path, summary) for every parsable file of the run."""
+        self.modules: List[_Module] = []
+        self.functions: List[Tuple[int, Dict[str, Any]]] = []  # fid -> (module id, summary)
+        self.classes: List[Tuple[int, str, Dict[str, Any]]] = []  # cid -> (module id, qualname, summary)
+        names = module_names(p for p, _, _ in files)
+        self.by_name: Dict[str, List[int]] = {}
+        for path, shown, summary in files:
+            m = _Module(len(self.modules), path, shown, summary)
+            m.name, m.root = names[path]
+            self.modules.append(m)
+            self.by_name.setdefault(m.name, []).append(m.id)
+            for fn in summary["functions"]:
+                m.fids.append(len(self.functions))
+                self.functions.append((m.id, fn))
+            for q, c in summary["classes"].items():
+                m.cids[q] = len(self.classes)
+                self.classes.append((m.id, q, c))
+        n = len(self.functions)
+        self.fn_class: List[Optional[int]] = [None] * n
+        for fid, (mid, fn) in enumerate(self.functions):
+            if fn["cls"] is not None:
+                self.fn_class[fid] = self.modules[mid].cids.get(fn["cls"])
+        self._symbol_memo: Dict[Tuple[int, str], Set[str]] = {}
+        self._mro: Dict[int, List[int]] = {}
+        self._used: Dict[int, Set[str]] = {}
+        self._method_memo: Dict[Tuple[int, str, bool], Optional[int]] = {}
+        self._attr_memo: Dict[Tuple[str, str], Set[str]] = {}
+        self._module_memo: Dict[Tuple[int, str, int], Optional[int]] = {}
+        self.bases: List[List[int]] = [self._resolve_bases(cid) for cid in range(len(self.classes))]
+        self.base_names: List[Set[str]] = [self._external_bases(cid) for cid in range(len(self.classes))]
+        self.subclasses: Dict[int, Set[int]] = {}
+        for cid in range(len(self.classes)):
+            for anc in self.mro(cid)[1:]:
+                self.subclasses.setdefault(anc, set()).add(cid)
+        self.param_types: List[Dict[str, Set[str]]] = [dict() for _ in range(n)]
+        self.attr_types: Dict[int, Dict[str, Set[str]]] = {}
+        self.ret_types: List[Set[str]] = [set() for _ in range(n)]
+        self.edges: List[List[Tuple[int, int, Any]]] = [[] for _ in range(n)]  # fid -> [(call index, callee fid, ...)]
+        self.module_edges: List[List[Tuple[int, int]]] = [[] for _ in self.modules]
+        self._infer()
+
+    # -- names and modules ----------------------------------------------------------------------
+    def _find_module(self, mid: int, name: str, level: int) -> Optional[int]:
+        key = (mid, name, level)
+        if key in self._module_memo:
+            return self._module_memo[key]
+        self._module_memo[key] = None
+        m = self.modules[mid]
+        found: Optional[int] = None
+        if level:
+            package = m.name.split(".") if m.is_package else m.name.split(".")[:-1]
+            if level > 1:
+                package = package[: len(package) - (level - 1)]
+            full = ".".join([*package, name] if name else package)
+            found = self._by_name_in(full, m.root)
+        else:
+            found = self._by_name_in(name, m.root)
+            if found is None:
+                candidates = self.by_name.get(name, [])
+                if len(candidates) == 1:
+                    found = candidates[0]
+                elif candidates:  # the closest one to the importing file
+                    folder = os.path.dirname(m.path)
+                    best = max(candidates, key=lambda c: len(os.path.commonpath([folder, self.modules[c].path])))
+                    found = best
+        self._module_memo[key] = found
+        return found
+
+    def _by_name_in(self, name: str, root: str) -> Optional[int]:
+        for c in self.by_name.get(name, ()):
+            if self.modules[c].root == root:
+                return c
+        return None
+
+    def symbol(self, mid: int, name: str, depth: int = 0) -> Set[str]:
+        """What a module-level name of module `mid` may be: F:fid, C:cid, M:mid, or instances."""
+        key = (mid, name)
+        got = self._symbol_memo.get(key)
+        if got is not None:
+            return got
+        if depth > 12:
+            return set()
+        self._symbol_memo[key] = set()  # cycles end quietly
+        m = self.modules[mid]
+        s = m.summary
+        out: Set[str] = set()
+        for i, fid in enumerate(m.fids):
+            fn = self.functions[fid][1]
+            if fn["q"] == name:
+                out.add(f"F:{fid}")
+        cid = m.cids.get(name)
+        if cid is not None:
+            out.add(f"C:{cid}")
+        if not out:
+            imp = s["imports"].get(name)
+            if imp is not None:
+                if imp[0] == "mod":
+                    target = self._find_module(mid, imp[1], 0)
+                    if target is not None:
+                        out.add(f"M:{target}")
+                else:
+                    _, module, level, orig = imp
+                    target = self._find_module(mid, module, level)
+                    if target is not None:
+                        out |= self.symbol(target, orig, depth + 1)
+                        if not out:  # `from pkg import submodule`
+                            sub = self._find_module(mid, f"{module}.{orig}" if module else orig, level)
+                            if sub is not None:
+                                out.add(f"M:{sub}")
+                    elif level or module:
+                        sub = self._find_module(mid, f"{module}.{orig}" if module else orig, level)
+                        if sub is not None:
+                            out.add(f"M:{sub}")
+            elif name in s["module"]["assign"]:
+                out |= m.globals_env.get(name, set())
+        self._symbol_memo[key] = out
+        return out
+
+    def _external_name(self, mid: int, expr: Any) -> str:
+        """The dotted name an expression stands for, through this module's imports."""
+        if expr is None:
+            return ""
+        if expr[0] == "n":
+            imp = self.modules[mid].summary["imports"].get(expr[1])
+            if imp is None:
+                return expr[1]
+            if imp[0] == "mod":
+                return imp[1]
+            return f"{imp[1]}.{imp[3]}" if imp[1] else imp[3]
+        if expr[0] == "a":
+            base = self._external_name(mid, expr[1])
+            return f"{base}.{expr[2]}" if base else ""
+        return ""
+
+    def _resolve_bases(self, cid: int) -> List[int]:
+        mid, q, c = self.classes[cid]
+        out = []
+        for b in c["bases"]:
+            for obj in self._eval_static(mid, b):
+                if obj.startswith("C:"):
+                    out.append(int(obj[2:]))
+        return out
+
+    def _external_bases(self, cid: int) -> Set[str]:
+        mid, q, c = self.classes[cid]
+        return {self._external_name(mid, b) for b in c["bases"]} - {""}
+
+    def _eval_static(self, mid: int, expr: Any) -> Set[str]:
+        """Names and attributes of modules only (class bases, decorators)."""
+        if expr is None:
+            return set()
+        if expr[0] == "n":
+            return self.symbol(mid, expr[1])
+        if expr[0] == "a":
+            out: Set[str] = set()
+            for o in self._eval_static(mid, expr[1]):
+                if o.startswith("M:"):
+                    out |= self.symbol(int(o[2:]), expr[2])
+            return out
+        return set()
+
+    def mro(self, cid: int) -> List[int]:
+        got = self._mro.get(cid)
+        if got is not None:
+            return got
+        out: List[int] = []
+        todo = [cid]
+        while todo:
+            c = todo.pop(0)
+            if c in out:
+                continue
+            out.append(c)
+            todo.extend(self.bases[c])
+        self._mro[cid] = out
+        return out
+
+    def all_base_names(self, cid: int) -> Set[str]:
+        names: Set[str] = set()
+        for c in self.mro(cid):
+            names |= self.base_names[c]
+        return names
+
+    def method(self, cid: int, name: str, skip_self: bool = False) -> Optional[int]:
+        key = (cid, name, skip_self)
+        if key in self._method_memo:
+            return self._method_memo[key]
+        found = None
+        for c in self.mro(cid)[1 if skip_self else 0:]:
+            mid, q, summ = self.classes[c]
+            idx = summ["methods"].get(name)
+            if idx is not None:
+                found = self.modules[mid].fids[idx]
+                break
+        self._method_memo[key] = found
+        return found
+
+    # -- type inference -------------------------------------------------------------------------
+    def _infer(self) -> None:
+        for m in self.modules:  # module globals first (no parameters there)
+            m.globals_env = {}
+        for round_ in range(self.ROUNDS):
+            changed = False
+            for m in self.modules:
+                env = self._local_env(m.id, None, m.summary["module"])
+                for k, v in env.items():
+                    if not v <= m.globals_env.get(k, set()):
+                        m.globals_env.setdefault(k, set()).update(v)
+                        changed = True
+            self._symbol_memo.clear()  # module globals may have grown
+            self._attr_memo.clear()  # attribute types grow from round to round
+            for fid, (mid, fn) in enumerate(self.functions):
+                if self._visit_function(fid, mid, fn, final=round_ == self.ROUNDS - 1):
+                    changed = True
+            if not changed:
+                break  # the edges of this round are final
+        self.callers: List[List[Tuple[int, int]]] = [[] for _ in self.functions]
+        for fid, edges in enumerate(self.edges):
+            for call_index, callee in edges:
+                self.callers[callee].append((fid, call_index))
+
+    def _local_env(self, mid: int, fid: Optional[int], fn: Dict[str, Any]) -> Dict[str, Set[str]]:
+        env: Dict[str, Set[str]] = {}
+        if fid is not None:
+            for p, t in self.param_types[fid].items():
+                env[p] = set(t)
+            cid = self.fn_class[fid]
+            if cid is not None and fn["params"] and not fn.get("static"):
+                selfs = {f"I:{c}" for c in (cid, *self.subclasses.get(cid, ()))}
+                is_classmethod = any(d == ["n", "classmethod"] for d in fn["dec"])
+                env[fn["params"][0]] = {f"C:{c}" for c in (cid, *self.subclasses.get(cid, ()))} if is_classmethod else selfs
+        assigns = fn["assign"]
+        for _ in range(2):  # a = B(); c = a  (flow-insensitive, two passes settle most chains)
+            for name, values in assigns.items():
+                got = env.setdefault(name, set())
+                for v in values:
+                    got |= self.eval(mid, fid, v, env)
+        return env
+
+    def eval(self, mid: int, fid: Optional[int], expr: Any, env: Dict[str, Set[str]], depth: int = 0) -> Set[str]:
+        if expr is None or depth > 10:
+            return set()
+        tag = expr[0]
+        if tag == "n":
+            name = expr[1]
+            if name in env:
+                return env[name]
+            if fid is not None:
+                fn = self.functions[fid][1]
+                outer = fn.get("outer")
+                if outer is not None:  # a closure reads its enclosing function's names
+                    for ofid in self.modules[mid].fids:
+                        ofn = self.functions[ofid][1]
+                        if ofn["q"] == outer and name in ofn["assign"]:
+                            return self._local_env(mid, ofid, ofn).get(name, set())
+            return self.symbol(mid, name)
+        if tag == "a":
+            out: Set[str] = set()
+            for o in self.eval(mid, fid, expr[1], env, depth + 1):
+                out |= self._attr(o, expr[2])
+            return out
+        if tag == "c":
+            out = set()
+            func = expr[1]
+            for o in self.eval(mid, fid, func, env, depth + 1):
+                out |= self._call_result(o)
+            tail = func[2] if func[0] == "a" else func[1] if func[0] == "n" else ""
+            if tail in _CONTAINERS or tail == "partial":
+                for a in expr[2]:
+                    out |= self.eval(mid, fid, a, env, depth + 1)
+            return out
+        if tag in ("s", "e"):
+            return self.eval(mid, fid, expr[1], env, depth + 1)
+        if tag == "i":
+            inner = expr[1]
+            if inner is not None and inner[0] == "t" and expr[2] < len(inner[1]):
+                return self.eval(mid, fid, inner[1][expr[2]], env, depth + 1)
+            return self.eval(mid, fid, inner, env, depth + 1)
+        if tag == "t":
+            out = set()
+            for e in expr[1]:
+                out |= self.eval(mid, fid, e, env, depth + 1)
+            return out
+        if tag == "super" and fid is not None:
+            cid = self.fn_class[fid]
+            return {f"S:{cid}"} if cid is not None else set()
+        return set()
+
+    def _attr(self, obj: str, name: str) -> Set[str]:
+        key = (obj, name)
+        got = self._attr_memo.get(key)
+        if got is None:
+            got = self._attr_memo[key] = self._attr_uncached(obj, name)
+        return got
+
+    def _attr_uncached(self, obj: str, name: str) -> Set[str]:
+        kind, _, rest = obj.partition(":")
+        if kind == "M":
+            return self.symbol(int(rest), name)
+        if kind in ("I", "C", "S"):
+            cid = int(rest)
+            meth = self.method(cid, name, skip_self=kind == "S")
+            if meth is not None:
+                return {f"B:{meth}"} if kind in ("I", "S") else {f"F:{meth}"}
+            if kind == "I":
+                out: Set[str] = set()
+                for c in self.mro(cid):
+                    out |= self.attr_types.get(c, {}).get(name, set())
+                return out
+        return set()
+
+    def _call_result(self, obj: str) -> Set[str]:
+        kind, _, rest = obj.partition(":")
+        if kind == "C":
+            return {f"I:{rest}"}
+        if kind in ("F", "B"):
+            return self.ret_types[int(rest)]
+        if kind == "I":
+            target = self._instance_call_target(int(rest))
+            return self.ret_types[target] if target is not None else set()
+        return set()
+
+    def _instance_call_target(self, cid: int) -> Optional[int]:
+        target = self.method(cid, "__call__")
+        if target is None:
+            target = self.method(cid, "forward")
+        return target
+
+    def callees_of(self, obj: str) -> List[Tuple[int, int]]:
+        """(callee fid, how many leading parameters the call skips) for calling `obj`."""
+        kind, _, rest = obj.partition(":")
+        if kind == "F":
+            return [(int(rest), 0)]
+        if kind == "B":
+            return [(int(rest), 1)]
+        if kind == "C":
+            init = self.method(int(rest), "__init__")
+            return [(init, 1)] if init is not None else []
+        if kind == "I":
+            target = self._instance_call_target(int(rest))
+            return [(target, 1)] if target is not None else []
+        return []
+
+    def _visit_function(self, fid: int, mid: int, fn: Dict[str, Any], final: bool) -> bool:
+        env = self._local_env(mid, fid, fn)
+        changed = False
+        cid = self.fn_class[fid]
+        if cid is not None and fn["attrs"]:
+            attrs = self.attr_types.setdefault(cid, {})
+            for name, values in fn["attrs"].items():
+                got = attrs.setdefault(name, set())
+                for v in values:
+                    new = self.eval(mid, fid, v, env)
+                    if not new <= got:
+                        got |= new
+                        changed = True
+        ret = set()
+        for r in fn["returns"]:
+            ret |= self.eval(mid, fid, r, env)
+        if not ret <= self.ret_types[fid]:
+            self.ret_types[fid] |= ret
+            changed = True
+        edges = []
+        for i, call in enumerate(fn["calls"]):
+            targets = self.eval(mid, fid, call[2], env)
+            for obj in targets:
+                for callee, skip in self.callees_of(obj):
+                    edges.append((i, callee))
+                    params = self.functions[callee][1]["params"]
+                    used = self._used_names(callee)
+                    ptypes = self.param_types[callee]
+                    for k, a in enumerate(call[3]):
+                        if k + skip < len(params) and params[k + skip] in used:
+                            new = self.eval(mid, fid, a, env)
+                            if new and not new <= ptypes.get(params[k + skip], set()):
+                                ptypes.setdefault(params[k + skip], set()).update(new)
+                                changed = True
+                    for kw, a in call[4].items():
+                        if kw in used and kw in params:
+                            new = self.eval(mid, fid, a, env)
+                            if new and not new <= ptypes.get(kw, set()):
+                                ptypes.setdefault(kw, set()).update(new)
+                                changed = True
+            # a function passed along (`DataLoader(ds, collate_fn=collate)`, `run(train_step)`)
+        self.edges[fid] = edges
+        return changed
+
+    def _used_names(self, fid: int) -> Set[str]:
+        """Names whose types can matter in a function: the roots of what it calls, returns,
+        iterates or stores (a parameter's type is inferred only when it is one of them)."""
+        got = self._used.get(fid)
+        if got is None:
+            fn = self.functions[fid][1]
+            got = set()
+            exprs = [c[2] for c in fn["calls"]] + fn["returns"] + [v for vs in fn["attrs"].values() for v in vs]
+            exprs += [v for vs in fn["assign"].values() for v in vs]
+            exprs += [c[4].get("collate_fn") for c in fn["calls"]]
+            todo = [e for e in exprs if e is not None]
+            while todo:
+                e = todo.pop()
+                if e is None:
+                    continue
+                tag = e[0]
+                if tag == "n":
+                    got.add(e[1])
+                elif tag in ("a", "s", "e"):
+                    todo.append(e[1])
+                elif tag == "i":
+                    todo.append(e[1])
+                elif tag == "t":
+                    todo.extend(e[1])
+                elif tag == "c":
+                    todo.append(e[1])
+                    todo.extend(e[2])
+            self._used[fid] = got
+        return got
+
+    # -- module-level code: calls at the top of a script ----------------------------------------
+    def module_calls(self, mid: int) -> List[Tuple[int, int]]:
+        m = self.modules[mid]
+        fn = m.summary["module"]
+        env = m.globals_env
+        out = []
+        for i, call in enumerate(fn["calls"]):
+            for obj in self.eval(mid, None, call[2], env):
+                for callee, _ in self.callees_of(obj):
+                    out.append((i, callee))
+        return out
+
+
+# -- hotness --------------------------------------------------------------------------------------
+#: Call-site flags that stop each kind of hotness from flowing through a call.
+_SKIP = {STEP: GUARDED | HANDLER | EVAL_ONLY, SAMPLE: GUARDED | HANDLER, EVAL: GUARDED | HANDLER | TRAIN_ONLY, EPOCH: HANDLER}
+@dataclass
+class _Unit:
+    """A function (loop -1) or a loop of a function, or of a module's top level (fid None)."""
+
+    mid: int
+    fid: Optional[int]
+    loop: int
+
+
+class Hotness:
+    """Roots and propagation over a linked `Program`."""
+
+    def __init__(self, program: Program) -> None:
+        self.p = program
+        p = program
+        n = len(p.functions)
+        self.mod_edges = [p.module_calls(m.id) for m in p.modules]
+        self._reach = {
+            what: self._reaching(fid for fid, (_, fn) in enumerate(p.functions) if fn[what]) for what in ("backward", "step")
+        }
+        self._step_holders = self._reaching(
+            fid for fid, (mid, fn) in enumerate(p.functions)
+            if fid in self._reach["backward"] and fid in self._reach["step"]
+            and any(self._is_step_candidate(mid, fid, i) for i in range(len(fn["loops"])))
+        )
+        self.hot: List[Dict[str, Tuple[Hop, ...]]] = [dict() for _ in range(n)]
+        self.step_loops: Set[Tuple[int, Optional[int], int]] = set()  # (mid, fid, loop index)
+        self._by_shown: Optional[Dict[str, int]] = None
+        self._roots()
+
+    # calls of a function or module body, with the callee fids
+    def _body(self, mid: int, fid: Optional[int]) -> Dict[str, Any]:
+        return self.p.functions[fid][1] if fid is not None else self.p.modules[mid].summary["module"]
+
+    def _edges(self, mid: int, fid: Optional[int]) -> List[Tuple[int, int]]:
+        return self.p.edges[fid] if fid is not None else self.mod_edges[mid]
+
+    def _reaching(self, direct: Iterable[int]) -> Set[int]:
+        """The functions that run one of `direct` (themselves included), along the call graph
+        backwards: linear in the graph, cycles included."""
+        found = set(direct)
+        todo = list(found)
+        callers = self.p.callers
+        while todo:
+            fid = todo.pop()
+            for caller, _ in callers[fid]:
+                if caller not in found:
+                    found.add(caller)
+                    todo.append(caller)
+        return found
+
+    def reaches(self, fid: int, what: str) -> bool:
+        return fid in self._reach[what]
+
+    def _has_step_loop(self, fid: int) -> bool:
+        """`fid` (or something it calls) holds a training-step loop."""
+        return fid in self._step_holders
+
+    def _loop_calls(self, body: Dict[str, Any], loop: int) -> List[int]:
+        """Indices of the calls inside loop `loop` (nested loops included)."""
+        inside = self._loops_within(body, loop)
+        return [i for i, c in enumerate(body["calls"]) if c[5] in inside]
+
+    @staticmethod
+    def _loops_within(body: Dict[str, Any], loop: int) -> Set[int]:
+        loops = body["loops"]
+        inside = {loop}
+        for j in range(loop + 1, len(loops)):
+            if loops[j]["parent"] in inside:
+                inside.add(j)
+        return inside
+
+    def _is_step_candidate(self, mid: int, fid: Optional[int], loop: int) -> bool:
+        body = self._body(mid, fid)
+        calls = set(self._loop_calls(body, loop))
+        inside = self._loops_within(body, loop)
+        direct = [d for j in inside for d in body["loops"][j].get("direct", ())]
+        callees = [c for i, c in self._edges(mid, fid) if i in calls]
+        backward = "b" in direct or any(self.reaches(c, "backward") for c in callees)
+        step = "s" in direct or any(self.reaches(c, "step") for c in callees)
+        return backward and step
+
+    def _roots(self) -> None:
+        p = self.p
+        queue: deque = deque()
+        units: List[Tuple[int, Optional[int]]] = [(m.id, None) for m in p.modules] + [(mid, fid) for fid, (mid, _) in enumerate(p.functions)]
+        for mid, fid in units:
+            body = self._body(mid, fid)
+            loops = body["loops"]
+            if not loops:
+                continue
+            cands = [i for i in range(len(loops)) if self._is_step_candidate(mid, fid, i)]
+            cand_set = set(cands)
+            edges = self._edges(mid, fid)
+            for i in cands:
+                inner = self._loops_within(body, i) - {i}
+                if inner & cand_set:
+                    continue  # an epoch loop: a smaller loop inside is the step
+                calls = set(self._loop_calls(body, i))
+                if any(self._has_step_loop(c) for ci, c in edges if ci in calls):
+                    continue  # the step loop is in a callee: this one runs per epoch
+                self.step_loops.add((mid, fid, i))
+                self._seed_loop(queue, mid, fid, i, STEP)
+            for i in range(len(loops)):
+                if i in cand_set:
+                    if (mid, fid, i) not in self.step_loops:
+                        self._seed_loop(queue, mid, fid, i, EPOCH, exclude_steps=True)
+                    continue
+                if fid is not None and self._is_eval_loop(mid, fid, i):
+                    parent = loops[i]["parent"]
+                    if parent < 0 or not self._is_eval_loop(mid, fid, parent):
+                        self._seed_loop(queue, mid, fid, i, EVAL)
+        for cid, (mid, q, c) in enumerate(p.classes):
+            for name in ("__getitem__", "__getitems__"):
+                idx = c["methods"].get(name)
+                if idx is not None:
+                    self._seed(queue, p.modules[mid].fids[idx], SAMPLE, ())
+            if "__iter__" in c["methods"] and any("IterableDataset" in b for b in p.all_base_names(cid)):
+                self._seed(queue, p.modules[mid].fids[c["methods"]["__iter__"]], SAMPLE, ())
+            if "__call__" in c["methods"] and re.search(r"collat", q, re.I):
+                self._seed(queue, p.modules[mid].fids[c["methods"]["__call__"]], SAMPLE, ())
+        # functions passed as collate_fn=
+        for mid, fid in units:
+            body = self._body(mid, fid)
+            env = None
+            for call in body["calls"]:
+                ref = call[4].get("collate_fn")
+                if ref is None:
+                    continue
+                if env is None:
+                    env = p._local_env(mid, fid, body) if fid is not None else p.modules[mid].globals_env
+                for obj in p.eval(mid, fid, ref, env):
+                    for callee, _ in p.callees_of(obj) if obj[0] in "IC" else [(int(obj[2:]), 0)] if obj[0] in "FB" else []:
+                        self._seed(queue, callee, SAMPLE, (Hop(p.modules[mid].shown, call[0], "collate_fn"),))
+        self._propagate(queue)
+
+    def _is_eval_loop(self, mid: int, fid: int, loop: int) -> bool:
+        fn = self.p.functions[fid][1]
+        lp = fn["loops"][loop]
+        if self.reaches(fid, "backward"):
+            body_calls = set(self._loop_calls(fn, loop))
+            inside = self._loops_within(fn, loop)
+            if any("b" in fn["loops"][j].get("direct", ()) for j in inside):
+                return False
+            if any(self.reaches(c, "backward") for i, c in self.p.edges[fid] if i in body_calls):
+                return False
+        if lp["grad_off"] or fn["grad_off"]:
+            return True
+        name = fn["q"].rsplit(".", 1)[-1]
+        if EVAL_NAME.search(name):
+            return True
+        return 0 < fn["eval_call"] <= lp["line"]
+
+    def _seed_loop(self, queue: deque, mid: int, fid: Optional[int], loop: int, kind: str, exclude_steps: bool = False) -> None:
+        body = self._body(mid, fid)
+        calls = set(self._loop_calls(body, loop))
+        if exclude_steps:
+            steps = set()
+            for (m2, f2, l2) in self.step_loops:
+                if m2 == mid and f2 == fid:
+                    steps |= set(self._loop_calls(body, l2))
+            calls -= steps
+        shown = self.p.modules[mid].shown
+        for i, callee in self._edges(mid, fid):
+            if i not in calls:
+                continue
+            call = body["calls"][i]
+            if call[6] & _SKIP[kind]:  # guarded, in an exception handler, or another mode's branch
+                continue
+            self._seed(queue, callee, kind, (Hop(shown, call[0], call[7]),))
+
+    def _seed(self, queue: deque, fid: int, kind: str, chain: Tuple[Hop, ...]) -> None:
+        known = self.hot[fid].get(kind)
+        if known is not None and len(known) <= len(chain):
+            return
+        self.hot[fid][kind] = chain
+        queue.append((fid, kind))
+
+    def _propagate(self, queue: deque) -> None:
+        p = self.p
+        while queue:
+            fid, kind = queue.popleft()
+            chain = self.hot[fid][kind]
+            if len(chain) > 12:
+                continue
+            mid, fn = p.functions[fid]
+            shown = p.modules[mid].shown
+            for i, callee in p.edges[fid]:
+                call = fn["calls"][i]
+                if call[6] & _SKIP[kind]:
+                    continue
+                if kind == EPOCH and call[5] >= 0:
+                    continue  # a loop in a per-epoch function: its own roots decide
+                self._seed(queue, callee, kind, chain + (Hop(shown, call[0], call[7]),))
+
+    # -- per file --------------------------------------------------------------------------------
+    def seeds(self) -> Dict[str, FileSeeds]:
+        """Display path -> what its rules need to know."""
+        p = self.p
+        out: Dict[str, FileSeeds] = {}
+        gpu_of = [bool(m.summary.get("gpu")) for m in p.modules]
+        for fid, kinds in enumerate(self.hot):
+            if not kinds:
+                continue
+            mid, fn = p.functions[fid]
+            m = p.modules[mid]
+            local = m.fids.index(fid)
+            seeds = out.setdefault(m.shown, FileSeeds())
+            seeds.functions[local] = dict(kinds)
+            for chain in kinds.values():
+                root = self._root_module(chain) if chain else mid
+                if root is not None and gpu_of[root]:
+                    seeds.gpu = True
+        for mid, fid, loop in self.step_loops:
+            m = p.modules[mid]
+            body = self._body(mid, fid)
+            seeds = out.setdefault(m.shown, FileSeeds())
+            seeds.step_loops = tuple(sorted({*seeds.step_loops, body["loops"][loop]["g"]}))
+        return out
+
+    def _root_module(self, chain: Tuple[Hop, ...]) -> Optional[int]:
+        if self._by_shown is None:
+            self._by_shown = {m.shown: m.id for m in self.p.modules}
+        return self._by_shown.get(chain[0].path)
+
+
+def link(files: Sequence[Tuple[str, str, Dict[str, Any]]]) -> Dict[str, FileSeeds]:
+    """Summaries of every file of a run -> the seeds of each file that the whole program makes hot."""
+    files = [f for f in files if f[2] is not None]
+    if not files:
+        return {}
+    program = Program(files)
+    return Hotness(program).seeds()
