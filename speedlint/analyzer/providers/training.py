@@ -322,6 +322,14 @@ class TorchFacts:
         fns = self.all_functions
         return {fns[i] for i, kinds in self.seeds.functions.items() if kind in kinds and i < len(fns)}
 
+    def program_hot(self, fn: cst.FunctionDef, kind: str) -> bool:
+        """Whether the whole program runs `fn` in this way (`step`, `sample`, `eval`, `epoch`)
+        from a call that runs every time (the program follows only such calls)."""
+        if self.seeds is None:
+            return False
+        kinds = self.seeds.functions.get(self._function_ordinal.get(fn, -1))
+        return bool(kinds) and kind in kinds
+
     def chain_of(self, node: cst.CSTNode) -> Tuple[str, tuple]:
         """(kind, the call chain of `program.Hop`s) that makes the function holding `node` hot
         through other modules; ("", ()) when it is hot in its own file, or not hot."""

@@ -675,9 +675,24 @@ class Flow:
             if (b.function, name.value) in self.index.backward_names:
                 return True
             callers = self.callers(b.function)
+            if not callers:
+                return self._forward_input(b.function, b.param)
             args = [self.argument_for(c, b.function, b.param) for c in callers]
             return bool(args) and all(self.is_tensor(a, depth + 1) for a in args)
         return False
+
+    def _forward_input(self, fn: cst.FunctionDef, param: cst.Param) -> bool:
+        """An input of a module's `forward` that the whole program runs in a training step or an
+        evaluation loop from another file (`model(x)` there): a tensor, by the module contract,
+        unless its default says otherwise (`reduction="mean"`, `k=3`; `mask=None` may be one)."""
+        facts = self.ctx.torch
+        if fn.name.value != "forward" or facts.function_class.get(fn) is None or not facts.chain_of(fn.body)[1]:
+            return False
+        params = fn.params.params
+        if params and params[0] is param:
+            return False  # self
+        default = param.default
+        return default is None or (isinstance(default, cst.Name) and default.value == "None")
 
     def is_host_value(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> bool:
         """Known to be a Python number, numpy value or CPU-only tensor: reading it never syncs."""

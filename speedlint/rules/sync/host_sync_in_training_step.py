@@ -231,7 +231,7 @@ class HostSyncInTrainingStep(Rule):
         if not self.ctx.may_use_gpu:
             return False
         facts = self.ctx.torch
-        return facts.step_of(node) is not None or facts.eval_loop_of(node) is not None
+        return facts.step_of(node) is not None or facts.eval_loop_of(node) is not None or facts.eval_function_of(node) is not None
 
     def _cheap_candidate(self, expr: cst.BaseExpression) -> bool:
         """Expressions worth asking `is_tensor` about (literals and strings never are)."""
@@ -273,6 +273,9 @@ class HostSyncInTrainingStep(Rule):
         unit = facts.step_of(node)
         if unit is not None and not self._cpu_only(unit) and self._every_step(node, unit, set()):
             return HIGH, "on every training step"
+        fn = facts.eval_function_of(node)
+        if fn is not None and not self._rarely_run(node, fn):
+            return LOW, "on every evaluation batch"  # a function an evaluation loop elsewhere calls
         return None
 
     def _per_step(self, node: cst.CSTNode) -> bool:
@@ -289,6 +292,8 @@ class HostSyncInTrainingStep(Rule):
         seen.add(unit)
         assert isinstance(unit, cst.FunctionDef)
         facts = self.ctx.torch
+        if facts.program_hot(unit, "step"):
+            return True  # called every step from another module (the program follows only such calls)
         for call in self.flow.callers(unit):
             caller_unit = facts.step_of(call)
             if caller_unit is not None and self._every_step(call, caller_unit, seen):
