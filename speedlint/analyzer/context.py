@@ -59,6 +59,14 @@ class FileContext:
         (a module whose code is made hot by such a script, through the program, counts as GPU)."""
         return may_use_gpu(self.source) or (self.seeds is not None and self.seeds.gpu)
 
+    def loader_use(self, call: cst.Call) -> Dict[str, str]:
+        """How loops in other functions and modules use the loader built by `call` (the whole
+        program): "epoch" -> where it is iterated again every epoch, "moved" -> where its batches
+        are copied to the GPU. Empty when the program knows nothing more."""
+        if self.seeds is None or not self.seeds.project.get("loaders"):
+            return {}
+        return self.seeds.project["loaders"].get(str(self.position(call).start.line), {})
+
     def qualname(self, node: cst.BaseExpression) -> Optional[str]:
         return self.imports.qualname(node)
 

@@ -734,6 +734,8 @@ def analyze_text(
     facts = AstFacts(None, text)
     if seeds is not None:
         seeded_facts(facts, seeds)
+        if seeds.project.get("loaders"):
+            prelook = False  # loaders used elsewhere: the text of this file alone cannot tell
     if prelook and enabled and all(getattr(r, "ast_precondition", None) is not None for r in enabled):
         enabled = _prelook(facts, enabled)
         t1b = time.perf_counter()
@@ -819,13 +821,17 @@ def seeded_facts(facts: "AstFacts", seeds: "FileSeeds") -> None:
         facts.__dict__["may_run_hot"] = True
 
 
-def _chain(ctx: FileContext, node: cst.CSTNode) -> Tuple[str, Tuple[Tuple[str, int, str], ...]]:
+#: Rules whose cost is "once per epoch": the only ones an epoch chain explains.
+_EPOCH_RULES = frozenset({"SPD104", "SPD402"})
+
+
+def _chain(ctx: FileContext, node: cst.CSTNode, code: str) -> Tuple[str, Tuple[Tuple[str, int, str], ...]]:
     """The message suffix and related locations naming the call chain that makes `node` hot
     through other modules (nothing when it is hot in its own file, or not hot)."""
     if ctx.seeds is None or "torch" not in ctx.__dict__:
         return "", ()
     kind, chain = ctx.torch.chain_of(node)
-    if not chain:
+    if not chain or (kind == "epoch" and code not in _EPOCH_RULES):
         return "", ()
     here = ctx.position(node).start.line
     hops = " -> ".join(h.text() for h in chain)
@@ -834,7 +840,7 @@ def _chain(ctx: FileContext, node: cst.CSTNode) -> Tuple[str, Tuple[Tuple[str, i
 
 def _finding(ctx: FileContext, rule: Rule, report, timed: bool = False) -> Tuple[Finding, float]:  # type: ignore[no-untyped-def]
     pos = ctx.position(report.node)
-    suffix, related = _chain(ctx, report.node)
+    suffix, related = _chain(ctx, report.node, rule.code)
     edits: Tuple[Edit, ...] = ()
     fix = report.fix
     spent = 0.0

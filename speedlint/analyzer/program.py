@@ -40,7 +40,10 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 from speedlint.analyzer.textscan import may_use_gpu
 
 #: The summary format (bump when `summarize` changes what it records).
-SUMMARY_FORMAT = 1
+SUMMARY_FORMAT = 2
+
+#: In `passed_constants`: a call site that does not pass the parameter (its default applies).
+DEFAULT = "\x00default"
 
 #: Hotness kinds, hottest first.
 STEP, SAMPLE, EVAL, EPOCH = "step", "sample", "eval", "epoch"
@@ -56,6 +59,11 @@ _INTERVAL_WORDS = re.compile(r"log|interval|every|freq|period|print|verbose|debu
 #: Containers whose calls give back what they hold (`nn.ModuleList([Block(), ...])`).
 _CONTAINERS = frozenset({"ModuleList", "Sequential", "ModuleDict", "ParameterList", "list", "tuple", "dict", "set", "sorted", "reversed", "iter", "enumerate", "zip", "tqdm", "cycle", "chain"})
 _GRAD_OFF = frozenset({"no_grad", "inference_mode"})
+#: Loader classes: torch's, and the graph loaders built on it (torch_geometric, DGL, MONAI).
+LOADER_NAMES = frozenset({
+    "DataLoader", "DataListLoader", "DenseDataLoader", "NeighborLoader", "NeighborSampler", "ClusterLoader",
+    "GraphSAINTRandomWalkSampler", "GraphSAINTNodeSampler", "GraphSAINTEdgeSampler", "LinkNeighborLoader", "GraphDataLoader",
+})
 
 
 # -- summaries ------------------------------------------------------------------------------------
@@ -89,7 +97,15 @@ def _expr(node: Optional[ast.AST], depth: int = 0) -> Any:
             return None
         args = [_expr(a, depth + 1) for a in node.args if not isinstance(a, ast.Starred)]  # type: ignore[attr-defined]
         kws = {k.arg: _expr(k.value, depth + 1) for k in node.keywords if k.arg}  # type: ignore[attr-defined]
-        return ["c", f, args, kws]
+        return ["c", f, args, kws, node.lineno]  # type: ignore[attr-defined]
+    if kind is ast.Constant:
+        value = node.value  # type: ignore[attr-defined]
+        if isinstance(value, str) and len(value) > 80:
+            return None
+        return ["k", value] if value is None or isinstance(value, (bool, int, float, str)) else None
+    if kind is ast.UnaryOp and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):  # type: ignore[attr-defined]
+        value = node.operand.value  # type: ignore[attr-defined]
+        return ["k", -value] if isinstance(value, (int, float)) and not isinstance(value, bool) else None
     if kind is ast.Subscript:
         base = _expr(node.value, depth + 1)  # type: ignore[attr-defined]
         return ["s", base] if base is not None else None
@@ -182,7 +198,7 @@ class _Summarizer:
         self.functions: List[Dict[str, Any]] = []
         self.classes: Dict[str, Dict[str, Any]] = {}
         self.imports: Dict[str, List[Any]] = {}
-        self.star = False
+        self.star: List[List[Any]] = []  # `from m import *`: [module, level]
         self.loop_count = 0
         self.module = self._new_function("<module>", None, [], 0, [])
         self._loop_nodes: List[ast.AST] = []
@@ -241,6 +257,7 @@ class _Summarizer:
                 self._exprs(node.test, fn, **dict(where, loop=index))  # type: ignore[attr-defined]
             else:
                 lp["iter"] = _expr(node.iter)  # type: ignore[attr-defined]
+                lp["targets"] = [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]  # type: ignore[attr-defined]
                 self._exprs(node.iter, fn, **where)  # type: ignore[attr-defined]
                 self._bind(node.target, ["e", lp["iter"]] if lp["iter"] is not None else None, fn)  # type: ignore[attr-defined]
             self._block(node.body, fn, cls, **dict(where, loop=index))  # type: ignore[attr-defined]
@@ -363,6 +380,12 @@ class _Summarizer:
                         fn["loops"][loop].setdefault("direct", []).append("s")
             elif name == "eval" and not node.args and fn["eval_call"] < 0:
                 fn["eval_call"] = node.lineno
+            elif name in ("cuda", "to") and loop >= 0:
+                root = func.value
+                while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
+                    root = root.func if isinstance(root, ast.Call) else root.value
+                if isinstance(root, ast.Name):
+                    fn["loops"][loop].setdefault("moved", []).append(root.id)
         elif isinstance(func, ast.Name) and func.id == "__import__":
             return
         if (_dotted(func) or "").endswith("autograd.backward"):
@@ -429,7 +452,7 @@ class _Summarizer:
         elif isinstance(node, ast.ImportFrom):
             for alias in node.names:
                 if alias.name == "*":
-                    self.star = True
+                    self.star.append([node.module or "", node.level])
                     continue
                 self.imports[alias.asname or alias.name] = ["from", node.module or "", node.level, alias.name]
 
@@ -489,7 +512,7 @@ class FileSeeds:
         parts = [repr(sorted((i, sorted((k, tuple(h.text() for h in c)) for k, c in v.items())) for i, v in self.functions.items()))]
         parts.append(repr(self.step_loops))
         parts.append(repr(self.gpu))
-        parts.append(repr(sorted(self.project.items())))
+        parts.append(repr(sorted((k, repr(v)) for k, v in self.project.items())))
         return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
 
     def to_json(self) -> List[Any]:
@@ -558,11 +581,13 @@ class Program:
         self.classes: List[Tuple[int, str, Dict[str, Any]]] = []  # cid -> (module id, qualname, summary)
         names = module_names(p for p, _, _ in files)
         self.by_name: Dict[str, List[int]] = {}
+        self.by_path: Dict[str, int] = {}
         for path, shown, summary in files:
             m = _Module(len(self.modules), path, shown, summary)
             m.name, m.root = names[path]
             self.modules.append(m)
             self.by_name.setdefault(m.name, []).append(m.id)
+            self.by_path[path] = m.id
             for fn in summary["functions"]:
                 m.fids.append(len(self.functions))
                 self.functions.append((m.id, fn))
@@ -609,6 +634,14 @@ class Program:
             found = self._by_name_in(full, m.root)
         else:
             found = self._by_name_in(name, m.root)
+            if found is None and name:  # a namespace package (a folder without __init__.py)
+                base = os.path.dirname(m.path)
+                for _ in range(5):  # the importing file's folder and the ones above it
+                    stem = os.path.join(base, *name.split("."))
+                    found = self.by_path.get(stem + ".py", self.by_path.get(os.path.join(stem, "__init__.py")))
+                    if found is not None:
+                        break
+                    base = os.path.dirname(base)
             if found is None:
                 candidates = self.by_name.get(name, [])
                 if len(candidates) == 1:
@@ -667,8 +700,23 @@ class Program:
                             out.add(f"M:{sub}")
             elif name in s["module"]["assign"]:
                 out |= m.globals_env.get(name, set())
+            elif s["star"] and not name.startswith("_"):
+                # `from m import *` of a project module: the names it defines (its literal
+                # `__all__` when it has one), exactly as Python binds them; nothing for others
+                for module, level in s["star"]:
+                    target = self._find_module(mid, module, level)
+                    if target is not None and self._exports(target, name):
+                        out |= self.symbol(target, name, depth + 1)
         self._symbol_memo[key] = out
         return out
+
+    def _exports(self, mid: int, name: str) -> bool:
+        """Whether `from <module mid> import *` binds `name`."""
+        declared = self.modules[mid].summary["module"]["assign"].get("__all__")
+        if declared:
+            names = {e[1] for v in declared if v and v[0] == "t" for e in v[1] if e and e[0] == "k"}
+            return name in names
+        return True
 
     def _external_name(self, mid: int, expr: Any) -> str:
         """The dotted name an expression stands for, through this module's imports."""
@@ -727,6 +775,10 @@ class Program:
             todo.extend(self.bases[c])
         self._mro[cid] = out
         return out
+
+    def is_loader_class(self, cid: int) -> bool:
+        """A project subclass of a data loader (GraphSAINT-style samplers are DataLoaders)."""
+        return any(name.rsplit(".", 1)[-1] in LOADER_NAMES for name in self.all_base_names(cid))
 
     def all_base_names(self, cid: int) -> Set[str]:
         names: Set[str] = set()
@@ -818,6 +870,8 @@ class Program:
             for o in self.eval(mid, fid, func, env, depth + 1):
                 out |= self._call_result(o)
             tail = func[2] if func[0] == "a" else func[1] if func[0] == "n" else ""
+            if len(expr) > 4 and (tail in LOADER_NAMES or any(o[0] == "C" and self.is_loader_class(int(o[2:])) for o in out)):
+                out.add(f"L:{mid}:{expr[4]}")  # a data loader built here
             if tail in _CONTAINERS or tail == "partial":
                 for a in expr[2]:
                     out |= self.eval(mid, fid, a, env, depth + 1)
@@ -947,7 +1001,7 @@ class Program:
             got = set()
             exprs = [c[2] for c in fn["calls"]] + fn["returns"] + [v for vs in fn["attrs"].values() for v in vs]
             exprs += [v for vs in fn["assign"].values() for v in vs]
-            exprs += [c[4].get("collate_fn") for c in fn["calls"]]
+            exprs += [a for c in fn["calls"] for a in (*c[3], *c[4].values())]  # passed along
             todo = [e for e in exprs if e is not None]
             while todo:
                 e = todo.pop()
@@ -1012,6 +1066,7 @@ class Hotness:
         self.hot: List[Dict[str, Tuple[Hop, ...]]] = [dict() for _ in range(n)]
         self.step_loops: Set[Tuple[int, Optional[int], int]] = set()  # (mid, fid, loop index)
         self._by_shown: Optional[Dict[str, int]] = None
+        self._envs: Dict[Tuple[int, Optional[int]], Dict[str, Set[str]]] = {}
         self._roots()
 
     # calls of a function or module body, with the callee fids
@@ -1179,11 +1234,128 @@ class Hotness:
                     continue  # a loop in a per-epoch function: its own roots decide
                 self._seed(queue, callee, kind, chain + (Hop(shown, call[0], call[7]),))
 
+    # -- values and loaders across modules ---------------------------------------------------------
+    def passed_constants(self) -> Dict[int, Dict[str, Optional[List[Any]]]]:
+        """fid -> parameter -> the constants every call site in *another* module passes (None: a
+        call site passes something else; the default counts where a call passes nothing).
+        Only for functions called from other modules alone: same-file calls are the file's own
+        value tracer's business."""
+        p = self.p
+        out: Dict[int, Dict[str, Optional[List[Any]]]] = {}
+        for caller_fid, callee, call, skip, caller_mid in self._all_calls():
+            callee_mid, fn = p.functions[callee]
+            if callee_mid == caller_mid:
+                out[callee] = {}  # a same-file caller: the file's own tracer decides
+                continue
+            got = out.setdefault(callee, {"__cross__": []})
+            if "__cross__" not in got:
+                continue
+            params = [q for q in fn["params"] if not q.startswith("*")]
+            passed = set()
+            for k, a in enumerate(call[3]):
+                if k + skip < len(params):
+                    self._note_constant(got, params[k + skip], a)
+                    passed.add(params[k + skip])
+            for kw, a in call[4].items():
+                if kw in params:
+                    self._note_constant(got, kw, a)
+                    passed.add(kw)
+            for name in params[skip:]:
+                if name not in passed and got.get(name, ()) is not None:
+                    got.setdefault(name, []).append(DEFAULT)  # this call leaves it to the default
+        for got in out.values():
+            got.pop("__cross__", None)
+        return {fid: got for fid, got in out.items() if got}
+
+    @staticmethod
+    def _note_constant(got: Dict[str, Any], name: str, expr: Any) -> None:
+        if name in got and got[name] is None:
+            return
+        if expr is not None and expr[0] == "k":
+            got.setdefault(name, []).append(expr[1])
+        else:
+            got[name] = None
+
+    def _all_calls(self) -> Iterable[Tuple[Optional[int], int, Any, int, int]]:
+        """(caller fid or None, callee fid, the call, parameters skipped, caller module)."""
+        p = self.p
+        for m in p.modules:
+            body = m.summary["module"]
+            for i, callee in self.mod_edges[m.id]:
+                call = body["calls"][i]
+                yield None, callee, call, self._skip(m.id, None, call), m.id
+        for fid, edges in enumerate(p.edges):
+            mid, fn = p.functions[fid]
+            for i, callee in edges:
+                call = fn["calls"][i]
+                yield fid, callee, call, self._skip(mid, fid, call), mid
+
+    def _skip(self, mid: int, fid: Optional[int], call: Any) -> int:
+        """How many leading parameters a call skips (`self` for methods and constructors)."""
+        env = self._env(mid, fid)
+        for obj in self.p.eval(mid, fid, call[2], env):
+            for _, skip in self.p.callees_of(obj):
+                return skip
+        return 0
+
+    def _env(self, mid: int, fid: Optional[int]) -> Dict[str, Set[str]]:
+        key = (mid, fid)
+        got = self._envs.get(key)
+        if got is None:
+            got = self._envs[key] = self.p._local_env(mid, fid, self._body(mid, fid)) if fid is not None else self.p.modules[mid].globals_env
+        return got
+
+    def loader_uses(self) -> Dict[Tuple[int, int], Dict[str, str]]:
+        """(module, line of the loader's construction) -> how loops elsewhere use it: "epoch" (it
+        is iterated again every epoch: where) and "moved" (its batches go to the GPU: where)."""
+        p = self.p
+        out: Dict[Tuple[int, int], Dict[str, str]] = {}
+        units = [(m.id, None) for m in p.modules] + [(mid, fid) for fid, (mid, _) in enumerate(p.functions)]
+        for mid, fid in units:
+            body = self._body(mid, fid)
+            loops = body["loops"]
+            if not loops or not any(lp.get("iter") for lp in loops):
+                continue
+            env = self._env(mid, fid)
+            gpu = bool(p.modules[mid].summary.get("gpu"))
+            hot = self.hot[fid] if fid is not None else {}
+            for i, lp in enumerate(loops):
+                if lp.get("iter") is None:
+                    continue
+                loaders = [o for o in p.eval(mid, fid, lp["iter"], env) if o.startswith("L:")]
+                if not loaders:
+                    continue
+                where = f"{p.modules[mid].shown}:{lp['line']}"
+                per_epoch = lp["parent"] >= 0 or EPOCH in hot or STEP in hot and (mid, fid, i) not in self.step_loops
+                moved_names: Set[str] = set()
+                for j in self._loops_within(body, i):
+                    moved_names.update(loops[j].get("moved", ()))
+                moved = gpu and bool(moved_names & set(lp.get("targets", ())))
+                for obj in loaders:
+                    _, lmid, line = obj.split(":")
+                    facts = out.setdefault((int(lmid), int(line)), {})
+                    if per_epoch:
+                        facts.setdefault("epoch", where)
+                    if moved:
+                        facts.setdefault("moved", where)
+        return out
+
     # -- per file --------------------------------------------------------------------------------
     def seeds(self) -> Dict[str, FileSeeds]:
         """Display path -> what its rules need to know."""
         p = self.p
         out: Dict[str, FileSeeds] = {}
+        for fid, params in self.passed_constants().items():
+            mid = p.functions[fid][0]
+            m = p.modules[mid]
+            seeds = out.setdefault(m.shown, FileSeeds())
+            seeds.project.setdefault("params", {})[str(m.fids.index(fid))] = params
+        for (mid, line), facts in self.loader_uses().items():
+            if facts:
+                seeds = out.setdefault(p.modules[mid].shown, FileSeeds())
+                seeds.project.setdefault("loaders", {})[str(line)] = facts
+                if "moved" in facts:
+                    seeds.gpu = True  # its batches go to the GPU elsewhere
         gpu_of = [bool(m.summary.get("gpu")) for m in p.modules]
         for fid, kinds in enumerate(self.hot):
             if not kinds:

@@ -322,6 +322,24 @@ class TorchFacts:
         fns = self.all_functions
         return {fns[i] for i, kinds in self.seeds.functions.items() if kind in kinds and i < len(fns)}
 
+    def passed_constants(self, fn: cst.FunctionDef, name: str) -> Optional[Tuple[bool, list, bool]]:
+        """What call sites in other modules pass to parameter `name` of `fn` (the whole program):
+        None when the program knows no such call sites; else (all constants?, the constants,
+        may a call site leave it to its default?)."""
+        if self.seeds is None:
+            return None
+        params = self.seeds.project.get("params", {}).get(str(self._function_ordinal.get(fn, -1)))
+        if not params:
+            return None
+        from speedlint.analyzer.program import DEFAULT
+
+        if name not in params:
+            return (True, [], True)  # no call site passes it: the default
+        values = params[name]
+        if values is None:
+            return (False, [], False)
+        return (True, [v for v in values if v != DEFAULT], DEFAULT in values)
+
     def program_hot(self, fn: cst.FunctionDef, kind: str) -> bool:
         """Whether the whole program runs `fn` in this way (`step`, `sample`, `eval`, `epoch`)
         from a call that runs every time (the program follows only such calls)."""

@@ -408,6 +408,14 @@ class ValueTracer:
             return None
         options: Tuple[Any, ...] = ()
         origin = None
+        passed_elsewhere = self.facts.passed_constants(fn, param.name.value)
+        if passed_elsewhere is not None:  # called from other modules only (the whole program)
+            if not passed_elsewhere[0]:
+                return None  # some call site passes something that is not a constant
+            options = _merge(options, tuple(passed_elsewhere[1]))
+            origin = param
+            if not passed_elsewhere[2]:  # every call site passes it: the default never applies
+                return Value(options, origin, "default")
         if param.default is not None:
             default = self.resolve(param.default, depth)
             if default is None:

@@ -75,13 +75,16 @@ class DataLoaderPageableMemory(Rule):
         if pin.unknown or (pin.value is not None and pin.value.any(bool)):
             return
         move = batches_to_cuda(ctx, node)
-        if move is None:
+        elsewhere = ctx.loader_use(node).get("moved") if move is None else None
+        if move is None and elsewhere is None:
             return
         from speedlint.analyzer.fixes import keywords_edit
         from speedlint.fixers.dataloader import PIN_CODE, keyword_site  # lazily: libcst.codemod
 
-        line = ctx.position(move).start.line
-        where = f"`{ctx.code(move)}` on line {line}"
+        if move is not None:
+            where = f"`{ctx.code(move)}` on line {ctx.position(move).start.line}"
+        else:
+            where = f"in the loop at {elsewhere}"
         message = f"batches of this loader are copied to the GPU ({where}) from pageable memory: `pin_memory` is not set"
         fix = None
         title = "Add `pin_memory=torch.cuda.is_available()`"

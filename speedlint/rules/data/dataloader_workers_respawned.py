@@ -77,10 +77,13 @@ class DataLoaderWorkersRespawned(Rule):
         if persistent.unknown or (persistent.value is not None and persistent.value.any(bool)):
             return
         epoch = self._per_epoch(node)
-        if epoch is None:
+        elsewhere = ctx.loader_use(node).get("epoch") if epoch is None else None
+        if epoch is None and elsewhere is None:
             return
         count = "/".join(str(v) for v in workers.value.options)
         message = f"{count} worker process(es) are started again every epoch: `persistent_workers` is not set"
+        if elsewhere is not None:
+            message += f" (the loader is iterated every epoch at {elsewhere})"
         if not persistent.missing:
             message = message.replace("is not set", "is false")
         self.report(node, message, fix=self._fix(node, workers, persistent) or Fix.advice("Set `persistent_workers=True` (workers > 0)"))
