@@ -92,7 +92,8 @@ def test_json_schema_is_stable(project):
     assert doc["version"] == 1
     assert doc["errors"] == []
     (f,) = doc["findings"]
-    assert set(f) == {"code", "name", "message", "filename", "location", "end_location", "status", "impact", "fix"}
+    assert set(f) == {"code", "name", "message", "filename", "location", "end_location", "status", "impact", "fix", "chain"}
+    assert f["chain"] == []  # hot in its own file: no call chain through other modules
     assert f["code"] == "SPD401" and f["name"] == "gc-collect-in-hot-path"
     assert f["filename"] == "src/data.py"
     assert f["location"] == {"row": BAD_LINE, "column": BAD_COL}

@@ -283,7 +283,7 @@ class LoaderFacts:
             if ctx.matches(expr.func, TENSOR_DATASET):
                 return True
             name = dotted(expr.func) or ""
-            if name in ("list", "zip"):
+            if name in ("list", "zip", "range"):  # `DataLoader(range(n), bs)`: an index batcher
                 return True
             if ctx.matches(expr.func, "torch.utils.data.Subset", "torch.utils.data.dataset.Subset") and expr.args:
                 return self.in_memory(expr.args[0].value, depth + 1)
