@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Set, Tuple, Type
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple, Type
 
 import libcst as cst
 from libcst.codemod import CodemodContext
@@ -22,6 +22,9 @@ from speedlint.analyzer.config import Settings
 from speedlint.analyzer.engine import analyze_text
 from speedlint.analyzer.rule import UNSAFE, Diagnostic, Finding, Fix, Rule
 from speedlint.analyzer.suppress import apply_suppressions
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.program import FileSeeds
 
 MAX_ROUNDS = 10
 
@@ -119,13 +122,14 @@ def fix_text(
     rules: Sequence[Type[Rule]],
     settings: Settings,
     unsafe: bool = False,
+    seeds: "Optional[FileSeeds]" = None,
 ) -> FixOutcome:
     """Fix `text` to a fixed point. Never raises for bad input; never returns unparsable code."""
     outcome = FixOutcome(path, text, text)
     current = text
     failed_fixers: Set[int] = set()
     for _ in range(MAX_ROUNDS):
-        analysis = analyze_text(current, path, rules, settings)
+        analysis = analyze_text(current, path, rules, settings, seeds=seeds)
         if analysis.diagnostics and current is text:
             outcome.diagnostics.extend(analysis.diagnostics)
             return outcome
@@ -170,7 +174,7 @@ def fix_text(
         outcome.diagnostics.append(
             Diagnostic(path, f"fixes did not converge after {MAX_ROUNDS} rounds; applied what was stable", "warning")
         )
-        final = analyze_text(current, path, rules, settings)
+        final = analyze_text(current, path, rules, settings, seeds=seeds)
         outcome.remaining = apply_suppressions(final.findings, current, settings, path)
     outcome.fixed = current
     outcome.unsafe_available = sum(

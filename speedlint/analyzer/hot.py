@@ -140,7 +140,9 @@ def is_direct(ctx: FileContext, node: cst.CSTNode, *, hooks: bool = False) -> bo
         return True
     fn = facts.enclosing_function(node)
     return fn is not None and fn.name.value in ("__getitem__", "__getitems__", "__call__") or (
-        fn is not None and fn in facts.sample_functions and not callers(ctx, fn)
+        # a per-sample root of this file (not one another module's dataset reaches: cold code
+        # elsewhere may call it too)
+        fn is not None and fn in facts.local_sample_functions and not callers(ctx, fn)
     )
 
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Sequence
+from typing import TYPE_CHECKING, List, Optional, Sequence
 
 from speedlint.analyzer.fixing import FixOutcome, fix_text
 from speedlint.analyzer.rule import Diagnostic
 from speedlint.analyzer.runner import SettingsResolver, collect_files, display_path, rules_for
 from speedlint.analyzer.sources import SourceError, read_source, write_atomic
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.program import FileSeeds
 
 
 @dataclass
@@ -31,14 +34,15 @@ def unified_diff(outcome: FixOutcome) -> str:
     return "".join(difflib.unified_diff(a, b, fromfile=f"a/{outcome.path}", tofile=f"b/{outcome.path}"))
 
 
-def fix_source_file(path: Path, shown: str, resolver: SettingsResolver, apply: bool) -> tuple:  # type: ignore[type-arg]
-    """Fix one file; returns (outcome or None, diagnostics, written?)."""
+def fix_source_file(path: Path, shown: str, resolver: SettingsResolver, apply: bool, seeds: "Optional[FileSeeds]" = None) -> tuple:  # type: ignore[type-arg]
+    """Fix one file; returns (outcome or None, diagnostics, written?). `seeds`: what the whole
+    program says about it (`speedlint.analyzer.program`), so that `fix` sees what `check` sees."""
     try:
         source = read_source(path)
     except SourceError as exc:
         return None, [Diagnostic(shown, str(exc))], False
     settings = resolver.for_file(path)
-    outcome = fix_text(source.text, shown, rules_for(settings), settings, unsafe=settings.unsafe_fixes)
+    outcome = fix_text(source.text, shown, rules_for(settings), settings, unsafe=settings.unsafe_fixes, seeds=seeds)
     if not (apply and outcome.changed):
         return outcome, [], False
     try:
@@ -51,11 +55,14 @@ def fix_source_file(path: Path, shown: str, resolver: SettingsResolver, apply: b
 
 
 def fix_paths(paths: Sequence[str], resolver: SettingsResolver, apply: bool, force_exclude: bool = False) -> FixRun:
+    from speedlint.analyzer.parallel import default_jobs, program_seeds
+
     found = collect_files(paths, resolver, force_exclude)
     run = FixRun(missing=found.missing)
-    for path in found.files:
-        shown = display_path(path)
-        outcome, diags, written = fix_source_file(path, shown, resolver, apply)
+    files = [(path, display_path(path)) for path in found.files]
+    seeds = program_seeds(files, None, default_jobs())
+    for index, (path, shown) in enumerate(files):
+        outcome, diags, written = fix_source_file(path, shown, resolver, apply, seeds.get(index))
         if outcome is not None:
             run.outcomes.append(outcome)
         run.diagnostics.extend(diags)

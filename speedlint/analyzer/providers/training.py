@@ -391,7 +391,7 @@ class TorchFacts:
         self.forward_functions: Set[cst.FunctionDef] = {
             fn for (cls, name), fns in self.methods.items() if name == "forward" for fn in fns
         }
-        local_samples = self._per_sample_functions()
+        local_samples = self.local_sample_functions = self._per_sample_functions()
         seeded_samples = self._seeded("sample")
         self.sample_functions: Set[cst.FunctionDef] = local_samples | seeded_samples | self.callees_closure(seeded_samples)
         #: hot without the rest of the program (no chain to name)
