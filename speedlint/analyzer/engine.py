@@ -567,6 +567,8 @@ class AstFacts:
         that is itself under grad-off). Text checks first: most files need no parse."""
         if not self.text_has_word("no_grad"):
             return False
+        if self._inference_named_def and "no_grad" in self.names:
+            return True  # `@torch.no_grad()` on `decode()` / `recognize()` ...
         if not (self._eval_words or self._nested_grad_off_words or self.may_have_training_step):
             return False
         if "no_grad" not in self.names:
@@ -605,6 +607,18 @@ class AstFacts:
         for end in word_ends(text, "def"):
             name = _DEF_NAME.match(text, end)
             if name is not None and EVAL_NAME.search(name.group(1)):
+                return True
+        return False
+
+    @cached_property
+    def _inference_named_def(self) -> bool:
+        """Text check: a `def` whose name `INFERENCE_VERB` matches."""
+        from speedlint.analyzer.providers.training import INFERENCE_VERB
+
+        text = self.text
+        for end in word_ends(text, "def"):
+            name = _DEF_NAME.match(text, end)
+            if name is not None and INFERENCE_VERB.search(name.group(1)):
                 return True
         return False
 

@@ -35,6 +35,9 @@ Unit = Union[cst.For, cst.While, cst.FunctionDef]
 
 EVAL_NAME = re.compile(r"(^|_)(eval|evaluate|evaluation|valid|validate|validation|val|test|testing|predict|prediction|infer|inference)(_|$)|^(eval|valid|test|predict|infer)", re.I)
 GRAD_OFF = ("torch.no_grad", "torch.inference_mode")
+#: Inference entry points by name besides `EVAL_NAME` (decoding, generation): SPD601 looks at a
+#: `no_grad` decorator on one of these.
+INFERENCE_VERB = re.compile(r"^(recognize|decode|generate|greedy|beam_search|translate|transcribe|synthesize|sample)(_|$)")
 SCHEDULER_HINT = re.compile(r"sched|(^|_)lr(_|$)|warmup", re.I)
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+
 from functools import cached_property
 from typing import List, Optional, Tuple
 
 import libcst as cst
 
+from speedlint.analyzer.providers.training import INFERENCE_VERB
 from speedlint.analyzer.rule import LOW, SAFE, UNSAFE, Fix, Impact, Rule
 from speedlint.rules.inference._analysis import (
     Escapes,
@@ -133,16 +135,21 @@ class NoGradInference(Rule):
         if not decorators or not self._enabled():
             return
         facts = self.ctx.torch
-        if self._training_context(node, node) or facts.reaches_backward(node):
+        # an evaluation function called from the training loop (full-batch training, where each
+        # epoch is a step, or every N steps) is still an evaluation when only host values leave it
+        training = self._training_context(node, node)
+        if (training and not facts.is_eval_function(node)) or facts.reaches_backward(node):
             return
         if updates_parameters(self.ctx, node.body) or not self.models.runs_forward(node.body):
             return
         escapes = Escapes(self.ctx, self.models, node, node.body, whole_function=True)
         if escapes.training_bound:
-            return
+            return  # (tensors it returns make the fix unsafe, not the finding wrong)
         # (loops under this decorator are eval loops for the provider by construction: no evidence)
         if facts.is_eval_function(node):
             where = f"on `{node.name.value}()`, an evaluation function"
+        elif INFERENCE_VERB.search(node.name.value) and not training:
+            where = f"on `{node.name.value}()`, an inference method"
         elif any(
             isinstance(c.func, cst.Attribute) and c.func.attr.value == "eval" and not c.args
             for c in iter_nodes(node.body)
