@@ -59,6 +59,8 @@ _INTERVAL_WORDS = re.compile(r"log|interval|every|freq|period|print|verbose|debu
 #: Containers whose calls give back what they hold (`nn.ModuleList([Block(), ...])`).
 _CONTAINERS = frozenset({"ModuleList", "Sequential", "ModuleDict", "ParameterList", "list", "tuple", "dict", "set", "sorted", "reversed", "iter", "enumerate", "zip", "tqdm", "cycle", "chain"})
 _GRAD_OFF = frozenset({"no_grad", "inference_mode"})
+#: `nn.Module` methods that return the module itself.
+_RETURNS_SELF = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16", "type", "requires_grad_", "share_memory", "apply", "to_empty"})
 #: Loader classes: torch's, and the graph loaders built on it (torch_geometric, DGL, MONAI).
 LOADER_NAMES = frozenset({
     "DataLoader", "DataListLoader", "DenseDataLoader", "NeighborLoader", "NeighborSampler", "ClusterLoader",
@@ -271,9 +273,10 @@ class _Summarizer:
                 self._block(node.body, fn, cls, **dict(where, guarded=guarded | body_flag))  # type: ignore[attr-defined]
                 self._block(node.orelse, fn, cls, **dict(where, guarded=guarded | else_flag))  # type: ignore[attr-defined]
                 return
+            # `if step % N == 0:` runs its body now and then; its `else` runs nearly every time
             g = guarded | (GUARDED if _is_interval_test(node.test) else 0)  # type: ignore[attr-defined]
             self._block(node.body, fn, cls, **dict(where, guarded=g))  # type: ignore[attr-defined]
-            self._block(node.orelse, fn, cls, **dict(where, guarded=g))  # type: ignore[attr-defined]
+            self._block(node.orelse, fn, cls, **where)  # type: ignore[attr-defined]
             return
         if kind in (ast.With, ast.AsyncWith):
             off = grad_off
@@ -351,7 +354,7 @@ class _Summarizer:
                 todo.append((sub.test, g))  # type: ignore[attr-defined]
                 gg = g | (GUARDED if _is_interval_test(sub.test) else 0)  # type: ignore[attr-defined]
                 todo.append((sub.body, gg))  # type: ignore[attr-defined]
-                todo.append((sub.orelse, gg))  # type: ignore[attr-defined]
+                todo.append((sub.orelse, g))  # type: ignore[attr-defined]
                 continue
             if kind is ast.BoolOp:
                 values = sub.values  # type: ignore[attr-defined]
@@ -872,6 +875,8 @@ class Program:
             tail = func[2] if func[0] == "a" else func[1] if func[0] == "n" else ""
             if len(expr) > 4 and (tail in LOADER_NAMES or any(o[0] == "C" and self.is_loader_class(int(o[2:])) for o in out)):
                 out.add(f"L:{mid}:{expr[4]}")  # a data loader built here
+            if func[0] == "a" and tail in _RETURNS_SELF:  # `Net(...).to(device)` is the Net
+                out |= {o for o in self.eval(mid, fid, func[1], env, depth + 1) if o[0] == "I"}
             if tail in _CONTAINERS or tail == "partial":
                 for a in expr[2]:
                     out |= self.eval(mid, fid, a, env, depth + 1)

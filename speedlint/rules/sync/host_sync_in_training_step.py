@@ -25,6 +25,15 @@ _TIME = ("time.time", "time.perf_counter", "time.monotonic", "time.process_time"
 ADVICE = "Accumulate on the device (`running += loss.detach()`) and read the value every N steps"
 
 
+#: Comparisons that give a boolean tensor (not `is`/`in`).
+_ORDER_OPS = (cst.Equal, cst.NotEqual, cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)
+#: torch functions and tensor methods that return a boolean mask.
+_MASK_FUNCS = frozenset({
+    "torch.isnan", "torch.isinf", "torch.isfinite", "torch.eq", "torch.ne", "torch.gt", "torch.ge", "torch.lt",
+    "torch.le", "torch.logical_and", "torch.logical_or", "torch.logical_not", "torch.logical_xor", "torch.isin",
+})
+_MASK_METHODS = frozenset({"eq", "ne", "gt", "ge", "lt", "le", "isnan", "isinf", "isfinite", "logical_not", "bool"})
+
 class HostSyncInTrainingStep(Rule):
     """
     ## What it does
@@ -114,7 +123,9 @@ class HostSyncInTrainingStep(Rule):
         if not self._maybe_hot(node):
             return
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _SYNC_METHODS:
+        if isinstance(func, cst.Attribute) and func.attr.value == "synchronize" and self.ctx.matches(func, "torch.cuda.synchronize"):
+            self._synchronize(node)
+        elif isinstance(func, cst.Attribute) and func.attr.value in _SYNC_METHODS:
             self._method(node, func)
         elif isinstance(func, cst.Name) and func.value in _CONVERSIONS and len(node.args) == 1 and not node.args[0].star:
             arg = node.args[0].value
@@ -137,6 +148,42 @@ class HostSyncInTrainingStep(Rule):
             # `logger.info("loss %f", loss)`: the message is formatted when the record is emitted
             self._first_tensor([a.value for a in node.args[1:] if not a.star and a.keyword is None], "a logging call that formats a tensor")
 
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        """`x[mask]`, `x[mask] = 0`, `x[:, a != b]`: a boolean mask sizes the result by counting
+        its true elements on the host (a `nonzero()` sync)."""
+        if not any(isinstance(e.slice, cst.Index) and self._is_mask(e.slice.value) for e in node.slice):
+            return
+        if not self._maybe_hot(node) or self.ctx.torch.step_of(node) is None or not self.flow.is_tensor(node.value):
+            return  # (per training step only: per evaluation batch it is rarely what costs)
+        self._sync(node, "boolean-mask indexing of a tensor (it counts the mask on the host)")
+
+    def _is_mask(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
+        """A boolean tensor: a comparison of tensors, `~m`, `m & n`, `torch.isnan(t)` ..., or a
+        name bound to one."""
+        if depth > 4:
+            return False
+        if isinstance(expr, cst.Comparison):
+            if any(not isinstance(t.operator, _ORDER_OPS) for t in expr.comparisons):
+                return False
+            return self._cheap_candidate(expr.left) and self.flow.is_tensor(expr.left)
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.BitInvert):
+            return self._is_mask(expr.expression, depth + 1)
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.BitAnd, cst.BitOr)):
+            return self._is_mask(expr.left, depth + 1) or self._is_mask(expr.right, depth + 1)
+        if isinstance(expr, cst.Call):
+            q = self.ctx.qualname(expr.func) if isinstance(expr.func, (cst.Name, cst.Attribute)) else None
+            if q in _MASK_FUNCS:
+                return True
+            if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _MASK_METHODS:
+                return self.flow.is_tensor(expr.func.value)
+            return False
+        if isinstance(expr, cst.Name):
+            b = self.flow.binding(expr)
+            if b is not None and b.kind == "assign":
+                value = self.flow.value_at(b)
+                return value is not None and self._is_mask(value, depth + 1)
+        return False
+
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         if isinstance(node.operator, cst.Modulo) and isinstance(node.left, (cst.SimpleString, cst.ConcatenatedString)):
             if not self._maybe_hot(node):
@@ -150,6 +197,9 @@ class HostSyncInTrainingStep(Rule):
             if self._cheap_candidate(value) and self.flow.is_tensor(value):
                 self._sync(value, what)
                 return
+
+    def _synchronize(self, node: cst.Call) -> None:
+        self._sync(node, "`torch.cuda.synchronize()`")
 
     def _method(self, node: cst.Call, func: cst.Attribute) -> None:
         method = func.attr.value
