@@ -45,6 +45,9 @@ SUMMARY_FORMAT = 2
 #: In `passed_constants`: a call site that does not pass the parameter (its default applies).
 DEFAULT = "\x00default"
 
+#: A value known to be some Python int (a `range` loop counter), not a tensor.
+INT = "\x00int"
+
 #: Hotness kinds, hottest first.
 STEP, SAMPLE, EVAL, EPOCH = "step", "sample", "eval", "epoch"
 KINDS = (STEP, SAMPLE, EVAL, EPOCH)
@@ -247,8 +250,7 @@ class _Summarizer:
             self._class(node, fn)  # type: ignore[arg-type]
             return
         if kind in (ast.Import, ast.ImportFrom):
-            if fn is self.module or True:
-                self._import(node)
+            self._import(node)  # (imports inside functions bind the same names, for our purpose)
             return
         if kind in (ast.For, ast.AsyncFor, ast.While):
             index = len(fn["loops"])
@@ -259,9 +261,13 @@ class _Summarizer:
                 self._exprs(node.test, fn, **dict(where, loop=index))  # type: ignore[attr-defined]
             else:
                 lp["iter"] = _expr(node.iter)  # type: ignore[attr-defined]
-                lp["targets"] = [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]  # type: ignore[attr-defined]
                 self._exprs(node.iter, fn, **where)  # type: ignore[attr-defined]
-                self._bind(node.target, ["e", lp["iter"]] if lp["iter"] is not None else None, fn)  # type: ignore[attr-defined]
+                lp["targets"] = [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]  # type: ignore[attr-defined]
+                it = node.iter  # type: ignore[attr-defined]
+                if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and isinstance(node.target, ast.Name):  # type: ignore[attr-defined]
+                    fn["assign"].setdefault(node.target.id, []).append(["k", INT])  # a loop counter  # type: ignore[attr-defined]
+                else:
+                    self._bind(node.target, ["e", lp["iter"]] if lp["iter"] is not None else None, fn)  # type: ignore[attr-defined]
             self._block(node.body, fn, cls, **dict(where, loop=index))  # type: ignore[attr-defined]
             self._block(node.orelse, fn, cls, **where)  # type: ignore[attr-defined]
             return
@@ -1247,7 +1253,15 @@ class Hotness:
         value tracer's business."""
         p = self.p
         out: Dict[int, Dict[str, Optional[List[Any]]]] = {}
-        for caller_fid, callee, call, skip, caller_mid in self._all_calls():
+        self.scalars: Dict[int, Set[str]] = {}
+        calls = list(self._all_calls())
+        for _ in range(4):  # a step index passed on from forward to forward
+            before = sum(len(v) for v in self.scalars.values())
+            for caller_fid, callee, call, skip, caller_mid in calls:
+                self._note_scalars(caller_fid, callee, p.functions[callee][1], call, skip, self._body(caller_mid, caller_fid)["assign"])
+            if sum(len(v) for v in self.scalars.values()) == before:
+                break
+        for caller_fid, callee, call, skip, caller_mid in calls:
             callee_mid, fn = p.functions[callee]
             if callee_mid == caller_mid:
                 out[callee] = {}  # a same-file caller: the file's own tracer decides
@@ -1257,13 +1271,14 @@ class Hotness:
                 continue
             params = [q for q in fn["params"] if not q.startswith("*")]
             passed = set()
+            local = self._body(caller_mid, caller_fid)["assign"]
             for k, a in enumerate(call[3]):
                 if k + skip < len(params):
-                    self._note_constant(got, params[k + skip], a)
+                    self._note_constant(got, params[k + skip], self._constant_of(a, local))
                     passed.add(params[k + skip])
             for kw, a in call[4].items():
                 if kw in params:
-                    self._note_constant(got, kw, a)
+                    self._note_constant(got, kw, self._constant_of(a, local))
                     passed.add(kw)
             for name in params[skip:]:
                 if name not in passed and got.get(name, ()) is not None:
@@ -1271,6 +1286,30 @@ class Hotness:
         for got in out.values():
             got.pop("__cross__", None)
         return {fid: got for fid, got in out.items() if got}
+
+    def _note_scalars(self, caller: Optional[int], callee: int, fn: Dict[str, Any], call: Any, skip: int, local: Dict[str, List[Any]]) -> None:
+        """Parameters some call site passes a Python number or string (a step index, a flag):
+        not tensors, whatever else they receive."""
+        params = [q for q in fn["params"] if not q.startswith("*")]
+        pairs = [(params[k + skip], a) for k, a in enumerate(call[3]) if k + skip < len(params)]
+        pairs += [(kw, a) for kw, a in call[4].items() if kw in params]
+        mine = self.scalars.get(caller, ()) if caller is not None else ()
+        for name, a in pairs:
+            if a is not None and a[0] == "n" and a[1] in mine and a[1] not in local:
+                self.scalars.setdefault(callee, set()).add(name)
+                continue
+            a = self._constant_of(a, local)
+            if a is not None and a[0] == "k" and a[1] is not None:
+                self.scalars.setdefault(callee, set()).add(name)
+
+    @staticmethod
+    def _constant_of(expr: Any, local: Dict[str, List[Any]]) -> Any:
+        """`x` where every assignment of `x` in the caller is one constant: that constant."""
+        if expr is not None and expr[0] == "n":
+            values = local.get(expr[1], ())
+            if len(values) == 1 and values[0] is not None and values[0][0] == "k":
+                return values[0]
+        return expr
 
     @staticmethod
     def _note_constant(got: Dict[str, Any], name: str, expr: Any) -> None:
@@ -1355,6 +1394,12 @@ class Hotness:
             m = p.modules[mid]
             seeds = out.setdefault(m.shown, FileSeeds())
             seeds.project.setdefault("params", {})[str(m.fids.index(fid))] = params
+        for fid, names in self.scalars.items():
+            if self.hot[fid]:  # asked about hot functions only
+                mid = p.functions[fid][0]
+                m = p.modules[mid]
+                seeds = out.setdefault(m.shown, FileSeeds())
+                seeds.project.setdefault("scalars", {})[str(m.fids.index(fid))] = sorted(names)
         for (mid, line), facts in self.loader_uses().items():
             if facts:
                 seeds = out.setdefault(p.modules[mid].shown, FileSeeds())

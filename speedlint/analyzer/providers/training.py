@@ -343,6 +343,12 @@ class TorchFacts:
             return (False, [], False)
         return (True, [v for v in values if v != DEFAULT], DEFAULT in values)
 
+    def scalar_parameter(self, fn: cst.FunctionDef, name: str) -> bool:
+        """Some call site (anywhere in the program) passes a Python number or string to it."""
+        if self.seeds is None:
+            return False
+        return name in self.seeds.project.get("scalars", {}).get(str(self._function_ordinal.get(fn, -1)), ())
+
     def program_hot(self, fn: cst.FunctionDef, kind: str) -> bool:
         """Whether the whole program runs `fn` in this way (`step`, `sample`, `eval`, `epoch`)
         from a call that runs every time (the program follows only such calls)."""

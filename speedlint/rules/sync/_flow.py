@@ -691,6 +691,8 @@ class Flow:
         params = fn.params.params
         if params and params[0] is param:
             return False  # self
+        if facts.scalar_parameter(fn, param.name.value):
+            return False  # a call site passes a number (a step index, a flag)
         default = param.default
         return default is None or (isinstance(default, cst.Name) and default.value == "None")
 
@@ -708,6 +710,8 @@ class Flow:
                 )
             if isinstance(func, cst.Attribute) and func.attr.value in ("item", "tolist", "numpy", "cpu"):
                 return True
+            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call) and self.is_host_value(func.value, depth + 1):
+                return True  # `np.ceil(x).astype(int)`: a method of a host value
             q = self.ctx.qualname(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
             if q is not None and (q.startswith(("numpy.", "math.", "time.", "random.")) or q == "numpy"):
                 return True
