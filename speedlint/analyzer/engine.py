@@ -668,6 +668,27 @@ class AstFacts:
 _AST_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
 
 
+def summarize_and_prelook(text: str, rules: Sequence[Type[Rule]]) -> Tuple[Optional[dict], Optional[List[Type[Rule]]]]:
+    """One `ast` parse for both the whole-program summary of `text` and the rules that survive
+    the text pre-filter and the pre-look (None: they cannot be decided without LibCST)."""
+    import ast
+    import warnings
+
+    from speedlint.analyzer.program import summarize
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = compile(text, "<speedlint>", "exec", ast.PyCF_ONLY_AST)
+    except _AST_ERRORS:
+        return None, None  # LibCST decides (and reports the syntax error)
+    summary = summarize(text, tree)
+    enabled = [r for r in rules if r.can_fire_on(text)]
+    if enabled and all(getattr(r, "ast_precondition", None) is not None for r in enabled):
+        enabled = _prelook(AstFacts(tree, text), enabled)
+    return summary, enabled
+
+
 def ast_prelook(text: str, rules: Sequence[Type[Rule]]) -> List[Type[Rule]]:
     """The rules whose `ast_precondition` holds on `text` (all of them when `ast` cannot parse it)."""
     return _prelook(AstFacts(None, text), rules)
@@ -733,14 +754,18 @@ def analyze_text(
     profile: Optional[Profile] = None,
     prelook: bool = True,
     seeds: "Optional[FileSeeds]" = None,
+    enabled: Optional[Sequence[Type[Rule]]] = None,
 ) -> Analysis:
     """Lint source text. Never raises for bad input: failures become diagnostics.
 
     `prelook=False` skips the `ast` pre-look (tests use it to prove the preconditions lose nothing).
     `seeds`: what the whole program says about this file (hot functions and their chains).
+    `enabled`: the rules left after the pre-filter and pre-look, when already decided
+    (`summarize_and_prelook`, which shares its `ast` parse with the program summary).
     """
     t0 = time.perf_counter()
-    enabled = [r for r in rules if r.can_fire_on(text)]
+    decided = enabled is not None
+    enabled = list(enabled) if enabled is not None else [r for r in rules if r.can_fire_on(text)]
     t1 = time.perf_counter()
     if profile is not None:
         profile.add("pre-filter", t1 - t0)
@@ -750,7 +775,9 @@ def analyze_text(
         seeded_facts(facts, seeds)
         if seeds.project.get("loaders"):
             prelook = False  # loaders used elsewhere: the text of this file alone cannot tell
-    if prelook and enabled and all(getattr(r, "ast_precondition", None) is not None for r in enabled):
+    if decided:
+        facts.__dict__["_scanned"] = True  # valid Python: `ast` parsed it before
+    elif prelook and enabled and all(getattr(r, "ast_precondition", None) is not None for r in enabled):
         enabled = _prelook(facts, enabled)
         t1b = time.perf_counter()
         if profile is not None:

@@ -45,6 +45,7 @@ class Job:
     codes: Tuple[str, ...]  # the enabled rules
     size: int
     seeds: Optional[FileSeeds] = None  # what the whole program says about this file
+    hint: Optional[Tuple[str, ...]] = None  # the rules its pre-look left (already decided), if known
 
 
 def default_jobs() -> int:
@@ -95,7 +96,8 @@ def analyze_job(job: Job, profile: Optional[Profile]) -> Tuple[FileResult, Optio
         if profile is not None:
             profile.add("read", time.perf_counter() - t)
     try:
-        analysis = analyze_text(text, job.shown, _rules(job.codes), job.settings, profile, seeds=job.seeds)
+        enabled = _rules(job.hint) if job.hint is not None else None
+        analysis = analyze_text(text, job.shown, _rules(job.codes), job.settings, profile, seeds=job.seeds, enabled=enabled)
         t = time.perf_counter()
         findings = [f.portable() for f in apply_suppressions(analysis.findings, text, job.settings, job.shown)]
         if profile is not None and analysis.findings:
@@ -131,20 +133,25 @@ def _work(jobs: List[Job], profiling: bool) -> Tuple[List[Tuple[int, FileResult,
     return out, profile
 
 
-def _summarize(paths: List[Tuple[int, str]]) -> List[Tuple[int, Optional[str], Any]]:
-    """The worker's task for the whole-program model: (index, content hash, summary) per file."""
+def _summarize(items: List[Tuple[int, str, Tuple[str, ...]]]) -> List[Tuple[int, Optional[str], Any, Optional[Tuple[str, ...]]]]:
+    """The worker's task for the whole-program model: per file (index, content hash, summary,
+    the enabled rules that survive the pre-filter and pre-look), from one `ast` parse."""
     from speedlint.analyzer.cache import content_hash
-    from speedlint.analyzer.program import summarize
+    from speedlint.analyzer.engine import summarize_and_prelook
 
     out = []
-    for index, path in paths:
+    for index, path, codes in items:
         try:
             data = read_bytes(path)
             text = decode(data, path).text
         except (SourceError, OSError):
-            out.append((index, None, None))
+            out.append((index, None, None, None))
             continue
-        out.append((index, content_hash(data), summarize(text)))
+        try:
+            summary, enabled = summarize_and_prelook(text, _rules(codes))
+        except Exception:  # a bug here must not stop the run: the file is analysed as before
+            summary, enabled = None, None
+        out.append((index, content_hash(data), summary, tuple(r.code for r in enabled) if enabled is not None else None))
     return out
 
 
@@ -153,16 +160,19 @@ def program_seeds(
     cache: Optional["ResultCache"],
     workers: int,
     profile: Optional[Profile] = None,
-) -> Dict[int, FileSeeds]:
+    codes: Optional[Sequence[Tuple[str, ...]]] = None,
+) -> Tuple[Dict[int, FileSeeds], Dict[int, Tuple[str, ...]]]:
     """Link the whole program (`speedlint.analyzer.program`): each file's summary (from the cache
     by content hash, else computed in the pool), then hotness along the call graph. Returns the
-    seeds of the files the program makes hot, by index in `files`."""
+    seeds of the files the program makes hot, by index in `files`, and, for the files summarised
+    now, the rules (of `codes`, each file's enabled rules) that their pre-look leaves."""
     from speedlint.analyzer.cache import content_hash
     from speedlint.analyzer.program import link
 
     t = time.perf_counter()
     summaries: Dict[int, Any] = {}
-    todo: List[Tuple[int, str]] = []
+    hints: Dict[int, Tuple[str, ...]] = {}
+    todo: List[Tuple[int, str, Tuple[str, ...]]] = []
     sizes: Dict[int, int] = {}
     for index, (path, _) in enumerate(files):
         if path.suffix != ".py":
@@ -182,7 +192,7 @@ def program_seeds(
                 sizes[index] = os.path.getsize(path)
             except OSError:
                 continue
-        todo.append((index, str(path)))
+        todo.append((index, str(path), codes[index] if codes is not None else ()))
     if todo:
         total = sum(sizes.values())
         if workers <= 1 or len(todo) < MIN_PARALLEL_FILES or total < MIN_PARALLEL_BYTES:
@@ -196,19 +206,21 @@ def program_seeds(
             with ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=_init_worker) as pool:
                 for chunk in pool.map(_summarize, [p for p in parts if p]):
                     done.extend(chunk)
-        for index, digest, summary in done:
+        for index, digest, summary, enabled in done:
             if summary is not None:
                 summaries[index] = summary
                 if cache is not None and digest is not None:
                     cache.summaries.put(digest, summary)
+            if enabled is not None and codes is not None:
+                hints[index] = enabled
     t1 = time.perf_counter()
     by_shown = link([(os.path.abspath(files[i][0]), files[i][1], s) for i, s in sorted(summaries.items())])
     index_of = {shown: i for i, (_, shown) in enumerate(files)}
     seeds = {index_of[shown]: s for shown, s in by_shown.items() if shown in index_of}
     if profile is not None:
-        profile.add("program summaries", t1 - t)
+        profile.add("program summaries + pre-look", t1 - t)
         profile.add("program link", time.perf_counter() - t1)
-    return seeds
+    return seeds, hints
 
 
 # -- the pool -------------------------------------------------------------------------------------
@@ -292,30 +304,37 @@ def check_files(
     start = time.perf_counter()
     cache = ResultCache(cache_root) if cache_root is not None else None
     workers = jobs if jobs is not None else default_jobs()
-    seeds = program_seeds(files, cache, workers, profile)
     results: List[Optional[FileResult]] = [None] * len(files)
     pending: List[Job] = []
     buckets = {}
     digests: Dict[int, str] = {}
     per_file: List[Tuple[str, Optional[str], Tuple[str, ...]]] = []  # each file's bucket key
     by_folder: Dict[Path, Tuple[Settings, Tuple[str, ...], Tuple[str, Optional[str], Tuple[str, ...]]]] = {}
-    t_read = t_cache = 0.0
-    for index, (path, shown) in enumerate(files):
+    settings_of: List[Tuple[Settings, Tuple[str, ...], Tuple[str, Optional[str], Tuple[str, ...]]]] = []
+    for path, _ in files:
         folder = path.parent
         if folder not in by_folder:
             settings = settings_for(path)
             codes = tuple(r.code for r in rules_for(settings))
             by_folder[folder] = (settings, codes, (settings.fingerprint() if cache is not None else "", settings.root, codes))
-        settings, codes, key = by_folder[folder]
+        settings_of.append(by_folder[folder])
+    seeds, hints = program_seeds(files, cache, workers, profile, [c for _, c, _ in settings_of])
+    t_read = t_cache = 0.0
+    for index, (path, shown) in enumerate(files):
+        settings, codes, key = settings_of[index]
         per_file.append(key)
+        hint = hints.get(index) if index not in seeds else None
         t0 = time.perf_counter()
         if cache is None:
+            if hint == ():
+                results[index] = FileResult(shown)  # the pre-look of the summary phase: nothing can fire
+                continue
             # nothing to look up: whoever analyses the file reads it (the workers, in parallel)
             try:
                 size = os.path.getsize(path)
             except OSError:
                 size = 0  # reading it will say what is wrong
-            pending.append(Job(index, str(path), shown, settings, codes, size, seeds.get(index)))
+            pending.append(Job(index, str(path), shown, settings, codes, size, seeds.get(index), hint))
             t_read += time.perf_counter() - t0
             continue
         try:
@@ -345,9 +364,12 @@ def check_files(
                 continue
             cache.misses += 1
             t_cache += time.perf_counter() - t1
-        # a miss: whoever analyses it re-reads it (the parent keeps no texts: its memory stays flat)
-        pending.append(Job(index, str(path), shown, settings, codes, len(data), seeds.get(index)))
         digests[index] = digest
+        if hint == ():
+            results[index] = FileResult(shown)  # the pre-look of the summary phase: nothing can fire
+            continue
+        # a miss: whoever analyses it re-reads it (the parent keeps no texts: its memory stays flat)
+        pending.append(Job(index, str(path), shown, settings, codes, len(data), seeds.get(index), hint))
     done = run_jobs(pending, workers, profile)
     for index, (result, digest) in done.items():
         results[index] = result

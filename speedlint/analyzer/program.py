@@ -466,16 +466,18 @@ class _Summarizer:
                 self.imports[alias.asname or alias.name] = ["from", node.module or "", node.level, alias.name]
 
 
-def summarize(text: str) -> Optional[Dict[str, Any]]:
-    """The summary of one file's text (None when `ast` cannot parse it)."""
+def summarize(text: str, tree: Optional[ast.Module] = None) -> Optional[Dict[str, Any]]:
+    """The summary of one file's text (None when `ast` cannot parse it); `tree`: its `ast`, when
+    already parsed."""
     import warnings
 
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
-        return None
+    if tree is None:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+            return None
     try:
         summary = _Summarizer(tree).run()
     except RecursionError:

@@ -60,7 +60,7 @@ def fix_paths(paths: Sequence[str], resolver: SettingsResolver, apply: bool, for
     found = collect_files(paths, resolver, force_exclude)
     run = FixRun(missing=found.missing)
     files = [(path, display_path(path)) for path in found.files]
-    seeds = program_seeds(files, None, default_jobs())
+    seeds, _ = program_seeds(files, None, default_jobs())
     for index, (path, shown) in enumerate(files):
         outcome, diags, written = fix_source_file(path, shown, resolver, apply, seeds.get(index))
         if outcome is not None:
