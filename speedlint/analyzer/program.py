@@ -62,6 +62,26 @@ _INTERVAL_WORDS = re.compile(r"log|interval|every|freq|period|print|verbose|debu
 #: Containers whose calls give back what they hold (`nn.ModuleList([Block(), ...])`).
 _CONTAINERS = frozenset({"ModuleList", "Sequential", "ModuleDict", "ParameterList", "list", "tuple", "dict", "set", "sorted", "reversed", "iter", "enumerate", "zip", "tqdm", "cycle", "chain"})
 _GRAD_OFF = frozenset({"no_grad", "inference_mode"})
+#: Builtins whose calls never run project code (unless the module rebinds the name).
+_BUILTIN_CALLS = frozenset({
+    "len", "range", "print", "isinstance", "issubclass", "getattr", "setattr", "hasattr", "delattr", "str", "int",
+    "float", "bool", "list", "dict", "tuple", "set", "frozenset", "min", "max", "sum", "abs", "zip", "enumerate",
+    "sorted", "reversed", "type", "id", "repr", "round", "any", "all", "open", "format", "hash", "divmod", "pow",
+    "chr", "ord", "bytes", "bytearray", "vars", "dir", "callable", "globals", "locals", "hex", "oct", "bin", "slice",
+    "object", "ValueError", "TypeError", "KeyError", "RuntimeError", "NotImplementedError", "AssertionError",
+    "IndexError", "AttributeError", "Exception", "StopIteration", "ImportError", "OSError", "FileNotFoundError",
+})
+#: Tensor / array / str / container methods: a call of one of these never runs project code.
+_TENSOR_METHODS = frozenset({
+    "view", "reshape", "size", "permute", "transpose", "contiguous", "unsqueeze", "squeeze", "expand", "repeat",
+    "flatten", "argmax", "argmin", "item", "cpu", "numpy", "tolist", "detach", "clone", "type_as", "view_as",
+    "expand_as", "masked_fill", "masked_fill_", "fill_", "zero_", "copy_", "add_", "mul_", "sub_", "div_", "clamp",
+    "clamp_", "matmul", "bmm", "softmax", "log_softmax", "index_select", "gather", "scatter", "scatter_add",
+    "masked_select", "nonzero", "topk", "numel", "new_zeros", "new_ones", "new_full", "new_empty", "new_tensor",
+    "startswith", "endswith", "strip", "lstrip", "rstrip", "lower", "upper", "add_argument", "add_scalar", "astype",
+    "unbind", "cumsum", "requires_grad_", "register_buffer", "register_parameter", "named_parameters",
+    "is_contiguous", "data_ptr", "element_size", "stride",
+})
 #: `nn.Module` methods that return the module itself.
 _RETURNS_SELF = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16", "type", "requires_grad_", "share_memory", "apply", "to_empty"})
 #: Loader classes: torch's, and the graph loaders built on it (torch_geometric, DGL, MONAI).
@@ -139,16 +159,26 @@ def _expr(node: Optional[ast.AST], depth: int = 0) -> Any:
     return None
 
 
-def _label(func: ast.AST) -> str:
-    d = _dotted(func)
-    if d is not None:
-        return d + "(...)"
-    if isinstance(func, ast.Subscript):
-        inner = _dotted(func.value)
-        return (inner + "[...](...)") if inner else "call"
-    if isinstance(func, ast.Call):
-        return _label(func.func) + "(...)"
-    return "call"
+def label(expr: Any) -> str:
+    """How a call reads in a chain: `self.criterion(...)`, `model(...)`."""
+
+    def name(e: Any) -> Optional[str]:
+        if e is None:
+            return None
+        if e[0] == "n":
+            return e[1]
+        if e[0] == "a":
+            base = name(e[1])
+            return f"{base}.{e[2]}" if base else None
+        if e[0] == "s":
+            base = name(e[1])
+            return f"{base}[...]" if base else None
+        if e[0] == "c":
+            base = name(e[1])
+            return f"{base}(...)" if base else None
+        return None
+
+    return (name(expr) or "call") + "(...)"
 
 
 def _is_interval_test(test: ast.AST) -> bool:
@@ -165,6 +195,13 @@ def _is_interval_test(test: ast.AST) -> bool:
             return True
     return False
 
+
+#: A call that may run more functions than this, or a value that may be more things than this,
+#: is not followed further: that is a guess, not an analysis.
+MAX_TARGETS, MAX_TYPES = 4, 8
+
+#: A call in a summary: [line, callee expression, positional args, keyword args, loop index, flags].
+C_LINE, C_FUNC, C_ARGS, C_KWS, C_LOOP, C_FLAGS = range(6)
 
 #: Call-site flags: behind an interval guard, in an exception handler, under no_grad, only when
 #: training (`if self.training:`), only when evaluating (its `else`).
@@ -230,10 +267,28 @@ class _Summarizer:
                 lp["g"] = loop_rank[lp["g"]]
         for c in self.classes.values():
             c["methods"] = {k: rank[v] for k, v in c["methods"].items()}
+        self._drop_foreign_calls()
         return {
             "format": SUMMARY_FORMAT, "module": self.module, "functions": self.functions,
             "classes": self.classes, "imports": self.imports, "star": self.star,
         }
+
+    def _drop_foreign_calls(self) -> None:
+        """Calls that can never run project code (a builtin the module does not rebind, a tensor
+        method, a plain-string method) are dropped: most calls of real code, half a summary."""
+        bound = set(self.imports) | set(self.module["assign"]) | {f["q"] for f in self.functions} | set(self.classes)
+        builtins = _BUILTIN_CALLS - bound
+        for fn in [self.module, *self.functions]:
+            local = set(fn["assign"]) | set(fn["params"])
+            kept = []
+            for call in fn["calls"]:
+                target = call[C_FUNC]
+                if target[0] == "n" and target[1] in builtins and target[1] not in local:
+                    continue
+                if target[0] == "a" and target[2] in _TENSOR_METHODS and call[C_KWS].get("collate_fn") is None:
+                    continue
+                kept.append(call)
+            fn["calls"] = kept
 
     # statements ------------------------------------------------------------------------------
     def _block(self, body: Sequence[ast.stmt], fn: Dict[str, Any], cls: Optional[str], **where: Any) -> None:
@@ -405,7 +460,7 @@ class _Summarizer:
         args = [_expr(a) for a in node.args if not isinstance(a, ast.Starred)]
         kws = {k.arg: _expr(k.value) for k in node.keywords if k.arg}
         flags = guarded | (HANDLER if handler else 0) | (GRAD_OFF if grad_off else 0)
-        fn["calls"].append([node.lineno, node.col_offset, target, args, kws, loop, flags, _label(func)])
+        fn["calls"].append([node.lineno, target, args, kws, loop, flags])
 
     def _function(self, node: ast.FunctionDef, outer: Dict[str, Any], cls: Optional[str]) -> None:
         q = node.name
@@ -606,6 +661,10 @@ class Program:
                 m.cids[q] = len(self.classes)
                 self.classes.append((m.id, q, c))
         n = len(self.functions)
+        self.local_index: List[int] = [0] * n  # fid -> its ordinal in its module
+        for m in self.modules:
+            for k, fid in enumerate(m.fids):
+                self.local_index[fid] = k
         self.fn_class: List[Optional[int]] = [None] * n
         for fid, (mid, fn) in enumerate(self.functions):
             if fn["cls"] is not None:
@@ -982,28 +1041,35 @@ class Program:
             changed = True
         edges = []
         for i, call in enumerate(fn["calls"]):
-            targets = self.eval(mid, fid, call[2], env)
-            for obj in targets:
-                for callee, skip in self.callees_of(obj):
-                    edges.append((i, callee))
-                    params = self.functions[callee][1]["params"]
-                    used = self._used_names(callee)
-                    ptypes = self.param_types[callee]
-                    for k, a in enumerate(call[3]):
-                        if k + skip < len(params) and params[k + skip] in used:
-                            new = self.eval(mid, fid, a, env)
-                            if new and not new <= ptypes.get(params[k + skip], set()):
-                                ptypes.setdefault(params[k + skip], set()).update(new)
-                                changed = True
-                    for kw, a in call[4].items():
-                        if kw in used and kw in params:
-                            new = self.eval(mid, fid, a, env)
-                            if new and not new <= ptypes.get(kw, set()):
-                                ptypes.setdefault(kw, set()).update(new)
-                                changed = True
-            # a function passed along (`DataLoader(ds, collate_fn=collate)`, `run(train_step)`)
+            callees = self._callees(self.eval(mid, fid, call[C_FUNC], env))
+            for callee, skip in callees:
+                edges.append((i, callee))
+                params = self.functions[callee][1]["params"]
+                used = self._used_names(callee)
+                ptypes = self.param_types[callee]
+                pairs = [(params[k + skip], a) for k, a in enumerate(call[C_ARGS]) if k + skip < len(params)]
+                pairs += [(kw, a) for kw, a in call[C_KWS].items() if kw in params]
+                for name, a in pairs:
+                    if name not in used or name.startswith("*"):
+                        continue
+                    got = ptypes.get(name)
+                    if got is not None and len(got) > MAX_TYPES:
+                        continue  # already many things: stop refining it
+                    new = self.eval(mid, fid, a, env)
+                    if new and (got is None or not new <= got):
+                        ptypes.setdefault(name, set()).update(new)
+                        changed = True
         self.edges[fid] = edges
         return changed
+
+    def _callees(self, objs: Set[str]) -> List[Tuple[int, int]]:
+        """What calling a value that may be any of `objs` runs. A value that may be many plain
+        functions (a callback parameter fed from everywhere) is not followed: that would be a
+        guess. Instances and classes are (a model zoo: `net = get_network(args)`)."""
+        functions = [o for o in objs if o[0] in "FB"]
+        if len(functions) > MAX_TARGETS:
+            objs = {o for o in objs if o[0] not in "FB"}
+        return [c for obj in objs for c in self.callees_of(obj)]
 
     def _used_names(self, fid: int) -> Set[str]:
         """Names whose types can matter in a function: the roots of what it calls, returns,
@@ -1012,9 +1078,9 @@ class Program:
         if got is None:
             fn = self.functions[fid][1]
             got = set()
-            exprs = [c[2] for c in fn["calls"]] + fn["returns"] + [v for vs in fn["attrs"].values() for v in vs]
+            exprs = [c[C_FUNC] for c in fn["calls"]] + fn["returns"] + [v for vs in fn["attrs"].values() for v in vs]
             exprs += [v for vs in fn["assign"].values() for v in vs]
-            exprs += [a for c in fn["calls"] for a in (*c[3], *c[4].values())]  # passed along
+            exprs += [a for c in fn["calls"] for a in (*c[C_ARGS], *c[C_KWS].values())]  # passed along
             todo = [e for e in exprs if e is not None]
             while todo:
                 e = todo.pop()
@@ -1042,9 +1108,7 @@ class Program:
         env = m.globals_env
         out = []
         for i, call in enumerate(fn["calls"]):
-            for obj in self.eval(mid, None, call[2], env):
-                for callee, _ in self.callees_of(obj):
-                    out.append((i, callee))
+            out.extend((i, callee) for callee, _ in self._callees(self.eval(mid, None, call[C_FUNC], env)))
         return out
 
 
@@ -1113,7 +1177,7 @@ class Hotness:
     def _loop_calls(self, body: Dict[str, Any], loop: int) -> List[int]:
         """Indices of the calls inside loop `loop` (nested loops included)."""
         inside = self._loops_within(body, loop)
-        return [i for i, c in enumerate(body["calls"]) if c[5] in inside]
+        return [i for i, c in enumerate(body["calls"]) if c[C_LOOP] in inside]
 
     @staticmethod
     def _loops_within(body: Dict[str, Any], loop: int) -> Set[int]:
@@ -1178,7 +1242,7 @@ class Hotness:
             body = self._body(mid, fid)
             env = None
             for call in body["calls"]:
-                ref = call[4].get("collate_fn")
+                ref = call[C_KWS].get("collate_fn")
                 if ref is None:
                     continue
                 if env is None:
@@ -1219,9 +1283,9 @@ class Hotness:
             if i not in calls:
                 continue
             call = body["calls"][i]
-            if call[6] & _SKIP[kind]:  # guarded, in an exception handler, or another mode's branch
+            if call[C_FLAGS] & _SKIP[kind]:  # guarded, in an exception handler, or another mode's branch
                 continue
-            self._seed(queue, callee, kind, (Hop(shown, call[0], call[7]),))
+            self._seed(queue, callee, kind, (Hop(shown, call[0], label(call[C_FUNC])),))
 
     def _seed(self, queue: deque, fid: int, kind: str, chain: Tuple[Hop, ...]) -> None:
         known = self.hot[fid].get(kind)
@@ -1241,11 +1305,11 @@ class Hotness:
             shown = p.modules[mid].shown
             for i, callee in p.edges[fid]:
                 call = fn["calls"][i]
-                if call[6] & _SKIP[kind]:
+                if call[C_FLAGS] & _SKIP[kind]:
                     continue
-                if kind == EPOCH and call[5] >= 0:
+                if kind == EPOCH and call[C_LOOP] >= 0:
                     continue  # a loop in a per-epoch function: its own roots decide
-                self._seed(queue, callee, kind, chain + (Hop(shown, call[0], call[7]),))
+                self._seed(queue, callee, kind, chain + (Hop(shown, call[0], label(call[C_FUNC])),))
 
     # -- values and loaders across modules ---------------------------------------------------------
     def passed_constants(self) -> Dict[int, Dict[str, Optional[List[Any]]]]:
@@ -1274,11 +1338,11 @@ class Hotness:
             params = [q for q in fn["params"] if not q.startswith("*")]
             passed = set()
             local = self._body(caller_mid, caller_fid)["assign"]
-            for k, a in enumerate(call[3]):
+            for k, a in enumerate(call[C_ARGS]):
                 if k + skip < len(params):
                     self._note_constant(got, params[k + skip], self._constant_of(a, local))
                     passed.add(params[k + skip])
-            for kw, a in call[4].items():
+            for kw, a in call[C_KWS].items():
                 if kw in params:
                     self._note_constant(got, kw, self._constant_of(a, local))
                     passed.add(kw)
@@ -1293,8 +1357,8 @@ class Hotness:
         """Parameters some call site passes a Python number or string (a step index, a flag):
         not tensors, whatever else they receive."""
         params = [q for q in fn["params"] if not q.startswith("*")]
-        pairs = [(params[k + skip], a) for k, a in enumerate(call[3]) if k + skip < len(params)]
-        pairs += [(kw, a) for kw, a in call[4].items() if kw in params]
+        pairs = [(params[k + skip], a) for k, a in enumerate(call[C_ARGS]) if k + skip < len(params)]
+        pairs += [(kw, a) for kw, a in call[C_KWS].items() if kw in params]
         mine = self.scalars.get(caller, ()) if caller is not None else ()
         for name, a in pairs:
             if a is not None and a[0] == "n" and a[1] in mine and a[1] not in local:
@@ -1339,7 +1403,7 @@ class Hotness:
     def _skip(self, mid: int, fid: Optional[int], call: Any) -> int:
         """How many leading parameters a call skips (`self` for methods and constructors)."""
         env = self._env(mid, fid)
-        for obj in self.p.eval(mid, fid, call[2], env):
+        for obj in self.p.eval(mid, fid, call[C_FUNC], env):
             for _, skip in self.p.callees_of(obj):
                 return skip
         return 0
@@ -1395,13 +1459,13 @@ class Hotness:
             mid = p.functions[fid][0]
             m = p.modules[mid]
             seeds = out.setdefault(m.shown, FileSeeds())
-            seeds.project.setdefault("params", {})[str(m.fids.index(fid))] = params
+            seeds.project.setdefault("params", {})[str(p.local_index[fid])] = params
         for fid, names in self.scalars.items():
             if self.hot[fid]:  # asked about hot functions only
                 mid = p.functions[fid][0]
                 m = p.modules[mid]
                 seeds = out.setdefault(m.shown, FileSeeds())
-                seeds.project.setdefault("scalars", {})[str(m.fids.index(fid))] = sorted(names)
+                seeds.project.setdefault("scalars", {})[str(p.local_index[fid])] = sorted(names)
         for (mid, line), facts in self.loader_uses().items():
             if facts:
                 seeds = out.setdefault(p.modules[mid].shown, FileSeeds())
@@ -1414,7 +1478,7 @@ class Hotness:
                 continue
             mid, fn = p.functions[fid]
             m = p.modules[mid]
-            local = m.fids.index(fid)
+            local = p.local_index[fid]
             seeds = out.setdefault(m.shown, FileSeeds())
             seeds.functions[local] = dict(kinds)
             for chain in kinds.values():
