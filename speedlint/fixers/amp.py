@@ -72,6 +72,8 @@ class StepPlan:
     disabled_autocast: Optional[cst.Call] = None
     existing_scaler: Optional[str] = None
     edits: List = field(default_factory=list)  # callables(Edits) applying this step's part
+    #: the first forward/loss statement (what the rewrite wraps first): where SPD301 reports
+    anchor: Optional[cst.CSTNode] = None
 
     @property
     def ok(self) -> bool:
@@ -148,6 +150,8 @@ def _plan_step(ctx: FileContext, p: StepPlan, backwards: List[cst.Call], scaler_
         sc = scaler_of_backward(b)
         existing.add(sc[0] if sc else None)
         stmts.append(stmt)
+        if p.anchor is None:
+            p.anchor = _forward_anchor(ctx, stmt)
     if len(existing) != 1:
         raise _Fail("some backward calls are scaled and some are not")
     scaler = existing.pop()
@@ -301,6 +305,38 @@ def _existing_scaler_device(ctx: FileContext, scaler: str, cls: Optional[cst.Cla
                 if args:
                     return DeviceType(expr=ctx.code(args[0].value))
     return DeviceType(static="cuda")
+
+
+def _forward_anchor(ctx: FileContext, backward: cst.CSTNode) -> cst.CSTNode:
+    """The first statement before `backward` in its block that runs the model (or the loss): a
+    call of a plain name or of a `self` attribute that is not a library function (`model(x)`,
+    `self.criterion(out, y)`), not a method of something (`x.to(device)`, `provider.scale(p)`).
+    The backward statement itself when there is none."""
+    block = block_of(ctx, backward)
+    if not isinstance(block, cst.IndentedBlock):
+        return backward
+    body = list(block.body)
+    for stmt in body[: body.index(backward)] if backward in body else ():
+        for call in calls_in(ctx, stmt):
+            func = call.func
+            if isinstance(func, cst.Name):
+                q = ctx.qualname(func)
+                if q is None and func.value not in _NOT_FORWARD_NAMES:
+                    return stmt
+                if q is not None and "." not in q and q not in _NOT_FORWARD_NAMES:
+                    return stmt
+            elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+                if func.attr.value not in ("to", "cuda", "zero_grad", "train", "eval", "log", "print"):
+                    return stmt
+    return backward
+
+
+#: Plain names that are never the model: builtins, and common helpers around a step.
+_NOT_FORWARD_NAMES = frozenset({
+    "len", "range", "print", "isinstance", "getattr", "setattr", "hasattr", "str", "int", "float", "bool", "list",
+    "dict", "tuple", "set", "min", "max", "sum", "abs", "zip", "enumerate", "sorted", "iter", "next", "type",
+    "round", "any", "all", "map", "filter", "open", "super",
+})
 
 
 def _forward_range(ctx: FileContext, stmt: cst.SimpleStatementLine) -> Tuple[cst.IndentedBlock, cst.CSTNode, cst.CSTNode]:

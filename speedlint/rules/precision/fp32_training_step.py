@@ -14,7 +14,8 @@ class Fp32TrainingStep(Rule):
     `torch.autocast`, `torch.amp.autocast`, `torch.cuda.amp.autocast`, aliased, as a decorator,
     around the step, in its caller or in the model's `forward`), in a script that trains on a GPU.
     Also flags a `GradScaler` used without any autocast (the step still runs in FP32), and an
-    `autocast(enabled=...)` whose flag is a constant that never becomes true.
+    `autocast(enabled=...)` whose flag is a constant that never becomes true. The finding sits on
+    the first forward or loss statement of the step: the line the AMP codemod wraps first.
 
     ## Why is this slow?
     Without autocast every matmul and convolution runs in FP32. Tensor cores run float16/bfloat16
@@ -100,4 +101,5 @@ class Fp32TrainingStep(Rule):
                     UNSAFE,
                     fixer=lambda m, ctx=ctx: amp.rewrite(m, ctx if m is module else None),
                 )
-            self.report(loop, message, fix=fix)
+            # on the first forward/loss statement: the line the codemod wraps (else the loop)
+            self.report(p.anchor if p.anchor is not None else loop, message, fix=fix)
