@@ -424,14 +424,36 @@ def autocasts(ctx: FileContext) -> List[Tuple[cst.CSTNode, cst.Call]]:
     if cache is not None:
         return cache
     out: List[Tuple[cst.CSTNode, cst.Call]] = []
-    for c in ctx.torch.calls:
-        if autocast_call(ctx, c) is None:
+    bound: Dict[str, cst.Call] = {}  # `ctx = nullcontext() if cpu else torch.autocast(...)`
+    facts = ctx.torch
+    for c in facts.calls:
+        ac = autocast_call(ctx, c)
+        if ac is None and dotted(c.func) in ("partial", "functools.partial") and c.args and ctx.matches(c.args[0].value, *AUTOCAST_NAMES):
+            ac = c  # `partial(torch.amp.autocast, device_type=...)`, entered as `with ctx():`
+        if ac is None:
             continue
-        parent = ctx.torch.parent(c)
+        parent = facts.parent(c)
         if isinstance(parent, cst.WithItem):
-            out.append((ctx.torch.parent(parent), c))
+            out.append((facts.parent(parent), c))
         elif isinstance(parent, cst.Decorator):
-            out.append((ctx.torch.parent(parent), c))
+            out.append((facts.parent(parent), c))
+        else:
+            node = c
+            while isinstance(parent, (cst.IfExp, cst.BooleanOperation)):
+                node, parent = parent, facts.parent(parent)
+            targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target] if isinstance(parent, cst.AnnAssign) else []
+            for t in targets:
+                name = dotted(t)
+                if name:
+                    bound[name] = c
+    if bound:  # `with ctx:` / `with ctx():` / `with self.autocast_ctx():`
+        for node in facts.tree.nodes:
+            if isinstance(node, cst.With):
+                for item in node.items:
+                    target = item.item.func if isinstance(item.item, cst.Call) else item.item
+                    name = dotted(target)
+                    if name in bound:
+                        out.append((node, bound[name]))
     ctx._speedlint_autocasts = out  # type: ignore[attr-defined]
     return out
 
