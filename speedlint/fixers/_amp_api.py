@@ -112,8 +112,26 @@ def deprecated_sites(ctx: FileContext) -> List[Site]:
         sites.append(Site(stmt, "torch.cuda.amp", pairs, kind="import"))
         for c in calls:
             sites.append(Site(c, f"torch.cuda.amp.{local_names[c.func.value]}", pairs))  # type: ignore[union-attr]
+    # `from torch.cuda import amp`: the deprecated module under a short name (its calls are
+    # sites above, through the import map); the import itself says "deprecated" too
+    for stmt in _cuda_amp_module_imports(ctx):
+        sites.append(Site(stmt, "torch.cuda.amp", None, kind="import"))
     ctx._speedlint_amp_api = sites  # type: ignore[attr-defined]
     return sites
+
+
+def _cuda_amp_module_imports(ctx: FileContext) -> List[cst.ImportFrom]:
+    found: List[cst.ImportFrom] = []
+
+    class V(cst.CSTVisitor):
+        def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+            if node.module is None or node.relative or dotted(node.module) != "torch.cuda" or isinstance(node.names, cst.ImportStar):
+                return
+            if any(dotted(alias.name) == "amp" for alias in node.names):
+                found.append(node)
+
+    ctx.module.visit(V())
+    return found
 
 
 def _amp_imports(ctx: FileContext) -> List[cst.ImportFrom]:

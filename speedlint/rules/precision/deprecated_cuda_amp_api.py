@@ -12,7 +12,8 @@ class DeprecatedCudaAmpApi(Rule):
     """
     ## What it does
     Flags calls of `torch.cuda.amp.autocast(...)` and `torch.cuda.amp.GradScaler(...)`, and
-    `from torch.cuda.amp import autocast, GradScaler` when those names are called.
+    `from torch.cuda.amp import autocast, GradScaler` when those names are called, and
+    `from torch.cuda import amp` (then `amp.autocast()` / `amp.GradScaler()`).
 
     ## Why is this slow?
     It is not slow today: these spellings are deprecated since torch 2.4 and warn on every call
@@ -56,9 +57,10 @@ class DeprecatedCudaAmpApi(Rule):
         level=LOW,
     )
     fixes = (SAFE,)
-    triggers = ("cuda.amp",)
+    triggers = ("cuda.amp", "cuda import amp")
     ast_precondition = staticmethod(
-        lambda facts: facts.calls_any("autocast", "GradScaler") and facts.uses_any("cuda") and facts.uses_any("amp")
+        lambda facts: facts.uses_any("cuda") and facts.uses_any("amp")
+        and (facts.calls_any("autocast", "GradScaler") or "amp" in facts.imported)
     )
 
     def visit_Module(self, node: cst.Module) -> None:
