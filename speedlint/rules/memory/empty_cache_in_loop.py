@@ -30,8 +30,10 @@ class EmptyCacheInLoop(Rule):
     """
     ## What it does
     Flags `torch.cuda.empty_cache()` that runs once per training step, once per evaluation batch
-    or once per element of a batch, directly or through a helper function of the same file called
-    from such a place (also in per-batch hooks such as a LightningModule's `training_step`).
+    or once per element of a batch, directly or through a helper function called from such a place
+    (in this file or another module; also in per-batch hooks such as a LightningModule's
+    `training_step`). Once per epoch (in the epoch loop, or a function it calls) is reported at
+    medium impact, as advice.
 
     ## Why is this slow?
     PyTorch keeps freed GPU memory in its caching allocator so the next step can reuse it without
@@ -99,6 +101,7 @@ class EmptyCacheInLoop(Rule):
             return
         where = self._hot(node)
         if where is None:
+            self._per_epoch(node)
             return
         facts = self.ctx.torch
         call_text = self.ctx.code(node.func)
@@ -124,6 +127,20 @@ class EmptyCacheInLoop(Rule):
             "re-allocated (with device synchronisation) right after",
             fix=fix or Fix.advice("Empty the cache at most once per epoch, or only after an out-of-memory error"),
             impact=self._impact(where),
+        )
+
+    def _per_epoch(self, node: cst.Call) -> None:
+        """Once per epoch (in the epoch loop, or a function it calls, also from another module):
+        every epoch starts by re-allocating what the cache held. Medium; advice only."""
+        facts = self.ctx.torch
+        if facts.epoch_of(node) is None or hot.in_handler(self.ctx, node) or self._deliberately_guarded(node):
+            return
+        call_text = self.ctx.code(node.func)
+        self.report(
+            node,
+            f"`{call_text}()` runs once per epoch: the next epoch re-allocates GPU memory from the driver",
+            fix=Fix.advice("Drop it, or empty the cache only after an out-of-memory error"),
+            impact=self.impact.with_level(MEDIUM, "GPU; once per epoch"),
         )
 
     # -- context ---------------------------------------------------------------------------
