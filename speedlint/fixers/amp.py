@@ -100,6 +100,8 @@ def plan(ctx: FileContext) -> Dict[Loop, StepPlan]:
                 _plan_step(ctx, p, backwards, scaler_names)
             except _Fail as exc:
                 p.reason = str(exc)
+            if p.anchor is None and not backwards:  # backward and step in a callee elsewhere
+                p.anchor = _forward_anchor(ctx, loop, loop.body)
         plans[loop] = p
     ctx._speedlint_amp_plan = plans  # type: ignore[attr-defined]
     return plans
@@ -307,16 +309,16 @@ def _existing_scaler_device(ctx: FileContext, scaler: str, cls: Optional[cst.Cla
     return DeviceType(static="cuda")
 
 
-def _forward_anchor(ctx: FileContext, backward: cst.CSTNode) -> cst.CSTNode:
-    """The first statement before `backward` in its block that runs the model (or the loss): a
-    call of a plain name or of a `self` attribute that is not a library function (`model(x)`,
-    `self.criterion(out, y)`), not a method of something (`x.to(device)`, `provider.scale(p)`).
-    The backward statement itself when there is none."""
-    block = block_of(ctx, backward)
+def _forward_anchor(ctx: FileContext, backward: cst.CSTNode, block: Optional[cst.CSTNode] = None) -> cst.CSTNode:
+    """The first statement before `backward` in its block (or in `block`, a loop's body, when the
+    backward is in a callee) that runs the model (or the loss): a call of a plain name or of a
+    `self` attribute that is not a library function (`model(x)`, `self.criterion(out, y)`), not
+    a method of something (`x.to(device)`, `provider.scale(p)`). `backward` when there is none."""
+    block = block if block is not None else block_of(ctx, backward)
     if not isinstance(block, cst.IndentedBlock):
         return backward
     body = list(block.body)
-    for stmt in body[: body.index(backward)] if backward in body else ():
+    for stmt in body[: body.index(backward)] if backward in body else body:
         for call in calls_in(ctx, stmt):
             func = call.func
             if isinstance(func, cst.Name):

@@ -1,0 +1,134 @@
+"""Multi-file fixture projects (`fixtures/projects/<scenario>/`), checked as a whole.
+
+Each project is checked the way `speedlint check .` checks it (every rule, preview included, no
+config file, no cache). The findings must be exactly the `# expect: CODE` markers in its files,
+wherever they sit: the whole-program analysis follows the training step into other modules, and
+a finding sits where the cost occurs. Each project also holds code that must not fire (marked
+with a `# must not fire` comment): a new project needs no new test code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Set, Tuple
+
+import pytest
+
+from conftest import FIXTURES
+from fixture_support import EXPECT
+from speedlint.analyzer.runner import Overrides, SettingsResolver, check_paths
+
+PROJECTS = sorted(p for p in (FIXTURES / "projects").iterdir() if p.is_dir())
+MUST_NOT_FIRE = re.compile(r"#\s*must not fire", re.I)
+
+
+def _expected(project: Path) -> Set[Tuple[str, int, str]]:
+    found = set()
+    for path in sorted(project.rglob("*.py")):
+        rel = path.relative_to(project).as_posix()
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            m = EXPECT.search(line)
+            if m:
+                for code in re.split(r"\s*,\s*", m.group("codes")):
+                    found.add((rel, lineno, code))
+    return found
+
+
+def _check(project: Path, monkeypatch, use_cache: bool = False, jobs: int = 1):
+    monkeypatch.chdir(project)
+    resolver = SettingsResolver(Overrides(select=("ALL",), preview=True), isolated=True)
+    return check_paths(["."], resolver, use_cache=use_cache, jobs=jobs)
+
+
+def _found(result) -> Set[Tuple[str, int, str]]:
+    return {(Path(f.path).as_posix(), f.line, f.code) for f in result.findings}
+
+
+@pytest.mark.parametrize("project", PROJECTS, ids=[p.name for p in PROJECTS])
+def test_project_findings(project, monkeypatch):
+    result = _check(project, monkeypatch)
+    assert not result.diagnostics, result.diagnostics
+    expected, found = _expected(project), _found(result)
+    assert not sorted(expected - found), f"expected findings not reported: {sorted(expected - found)}"
+    assert not sorted(found - expected), f"findings without an `# expect:` marker: {sorted(found - expected)}"
+
+
+@pytest.mark.parametrize("project", PROJECTS, ids=[p.name for p in PROJECTS])
+def test_project_has_positives_and_must_not_fire_cases(project):
+    texts = [p.read_text(encoding="utf-8") for p in project.rglob("*.py")]
+    assert any(MUST_NOT_FIRE.search(t) for t in texts), "a project needs must-not-fire code"
+    if project.name != "cycles_and_dynamic_imports":  # that one is all must-not-fire
+        assert _expected(project), "a project needs `# expect:` markers"
+
+
+def test_projects_cover_every_category():
+    codes = {code for p in PROJECTS for _, _, code in _expected(p)}
+    assert {"SPD201", "SPD301", "SPD401", "SPD402", "SPD404"} <= codes
+
+
+def test_findings_in_a_callee_name_the_chain(monkeypatch):
+    project = FIXTURES / "projects" / "loss_in_another_module"
+    result = _check(project, monkeypatch)
+    (loss,) = [f for f in result.findings if f.path.endswith("focal.py")]
+    assert [(p, line) for p, line, _ in loss.related] == [("train.py", 33), ("train.py", 24)]
+    assert loss.related[-1][2] == "self.criterion(...)"
+    assert "train.py:24 `self.criterion(...)` -> losses/focal.py:15" in loss.message
+    assert "on every training step" in loss.message
+
+
+def _cli(*args, cwd):
+    env = dict(os.environ, NO_COLOR="1")
+    return subprocess.run([sys.executable, "-m", "speedlint", *args], cwd=cwd, capture_output=True, text=True, env=env)
+
+
+def test_json_and_sarif_carry_the_chain(tmp_path):
+    project = tmp_path / "p"
+    shutil.copytree(FIXTURES / "projects" / "loss_in_another_module", project)
+    r = _cli("check", ".", "--isolated", "--no-cache", "--output-format", "json", cwd=project)
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    (item,) = [f for f in doc["findings"] if f["filename"].endswith("focal.py")]
+    assert item["chain"][0] == {"filename": "train.py", "location": {"row": 33}, "call": "self.train_step(...)"}
+    (local,) = [f for f in doc["findings"] if f["filename"].endswith("net.py")]
+    assert local["chain"][-1]["call"] == "self.model(...)"
+    r = _cli("check", ".", "--isolated", "--no-cache", "--output-format", "sarif", cwd=project)
+    sarif = json.loads(r.stdout)
+    (res,) = [x for x in sarif["runs"][0]["results"] if x["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("focal.py")]
+    related = res["relatedLocations"]
+    assert [loc["physicalLocation"]["region"]["startLine"] for loc in related] == [33, 24]
+    assert related[0]["physicalLocation"]["artifactLocation"]["uri"] == "train.py"
+
+
+def test_editing_the_caller_rechecks_the_callee(tmp_path, monkeypatch):
+    """A cached finding in a loss module goes away when the training script stops calling it
+    every step, although the loss module itself did not change."""
+    project = tmp_path / "p"
+    shutil.copytree(FIXTURES / "projects" / "loss_in_another_module", project)
+    first = _found(_check(project, monkeypatch, use_cache=True))
+    assert ("losses/focal.py", 15, "SPD201") in first
+    again = _found(_check(project, monkeypatch, use_cache=True))
+    assert again == first  # answered from the cache
+    train = project / "train.py"
+    text = train.read_text(encoding="utf-8")
+    train.write_text(text.replace("loss = self.criterion(out, y)", "loss = out.float().mean()"), encoding="utf-8")
+    after = _found(_check(project, monkeypatch, use_cache=True))
+    assert ("losses/focal.py", 15, "SPD201") not in after
+    assert ("models/net.py", 12, "SPD201") in after
+
+
+def test_parallel_run_matches_serial(monkeypatch):
+    """The same findings whoever analyses the files (in-process or the worker pool)."""
+    import speedlint.analyzer.parallel as parallel
+
+    monkeypatch.setattr(parallel, "MIN_PARALLEL_FILES", 1)
+    monkeypatch.setattr(parallel, "MIN_PARALLEL_BYTES", 1)
+    for project in PROJECTS:
+        serial = _found(_check(project, monkeypatch, jobs=1))
+        pooled = _found(_check(project, monkeypatch, jobs=2))
+        assert pooled == serial, project.name
