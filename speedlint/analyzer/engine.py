@@ -773,8 +773,8 @@ def analyze_text(
     facts = AstFacts(None, text)
     if seeds is not None:
         seeded_facts(facts, seeds)
-        if seeds.project.get("loaders"):
-            prelook = False  # loaders used elsewhere: the text of this file alone cannot tell
+        if seeds.project.get("loaders") or seeds.project.get("called"):
+            prelook = False  # used from elsewhere: the text of this file alone cannot tell
     if decided:
         facts.__dict__["_scanned"] = True  # valid Python: `ast` parsed it before
     elif prelook and enabled and all(getattr(r, "ast_precondition", None) is not None for r in enabled):

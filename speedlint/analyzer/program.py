@@ -82,6 +82,11 @@ _TENSOR_METHODS = frozenset({
     "unbind", "cumsum", "requires_grad_", "register_buffer", "register_parameter", "named_parameters",
     "is_contiguous", "data_ptr", "element_size", "stride",
 })
+#: Text that says a module builds convolutions (SPD701's "conv net"), and that it switches the
+#: cuDNN autotuner (to anything: the explicit settings are judged where they are written).
+_CONV_TEXT = re.compile(r"\b(Conv[123]d|ConvTranspose[123]d|LazyConv[123]d|conv[123]d|torchvision\.models|timm\.create_model|segmentation_models_pytorch)\b")
+_BENCHMARK_ON = re.compile(r"cudnn\.benchmark\s*=(?!=)")
+
 #: `nn.Module` methods that return the module itself.
 _RETURNS_SELF = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16", "type", "requires_grad_", "share_memory", "apply", "to_empty"})
 #: Loader classes: torch's, and the graph loaders built on it (torch_geometric, DGL, MONAI).
@@ -205,7 +210,15 @@ C_LINE, C_FUNC, C_ARGS, C_KWS, C_LOOP, C_FLAGS = range(6)
 
 #: Call-site flags: behind an interval guard, in an exception handler, under no_grad, only when
 #: training (`if self.training:`), only when evaluating (its `else`).
-GUARDED, HANDLER, GRAD_OFF, TRAIN_ONLY, EVAL_ONLY = 1, 2, 4, 8, 16
+GUARDED, HANDLER, GRAD_OFF, TRAIN_ONLY, EVAL_ONLY, CONDITIONAL = 1, 2, 4, 8, 16, 32
+
+
+def _always_taken(test: ast.AST) -> bool:
+    """`if __name__ == "__main__":`, `if torch.cuda.is_available():`: not a user's switch."""
+    return any(
+        (isinstance(n, ast.Name) and n.id == "__name__") or (isinstance(n, ast.Attribute) and n.attr == "is_available")
+        for n in ast.walk(test)
+    )
 
 
 def _training_test(test: ast.AST) -> Optional[bool]:
@@ -336,8 +349,9 @@ class _Summarizer:
                 return
             # `if step % N == 0:` runs its body now and then; its `else` runs nearly every time
             g = guarded | (GUARDED if _is_interval_test(node.test) else 0)  # type: ignore[attr-defined]
-            self._block(node.body, fn, cls, **dict(where, guarded=g))  # type: ignore[attr-defined]
-            self._block(node.orelse, fn, cls, **where)  # type: ignore[attr-defined]
+            optional = 0 if _always_taken(node.test) else CONDITIONAL  # type: ignore[attr-defined]
+            self._block(node.body, fn, cls, **dict(where, guarded=g | optional))  # type: ignore[attr-defined]
+            self._block(node.orelse, fn, cls, **dict(where, guarded=guarded | optional))  # type: ignore[attr-defined]
             return
         if kind in (ast.With, ast.AsyncWith):
             off = grad_off
@@ -538,6 +552,9 @@ def summarize(text: str, tree: Optional[ast.Module] = None) -> Optional[Dict[str
     except RecursionError:
         return None
     summary["gpu"] = may_use_gpu(text)
+    summary["conv"] = bool(_CONV_TEXT.search(text))
+    summary["cudnn_text"] = "cudnn" in text
+    summary["benchmark_on"] = bool(_BENCHMARK_ON.search(text))
     return summary
 
 
@@ -1450,6 +1467,14 @@ class Hotness:
                         facts.setdefault("moved", where)
         return out
 
+    def _called_from_other_modules(self) -> Set[int]:
+        """Functions some other module calls unconditionally (not behind an `if`, not in a handler)."""
+        out: Set[int] = set()
+        for caller_fid, callee, call, _, caller_mid in self._all_calls():
+            if self.p.functions[callee][0] != caller_mid and not call[C_FLAGS] & (GUARDED | HANDLER | CONDITIONAL):
+                out.add(callee)
+        return out
+
     # -- per file --------------------------------------------------------------------------------
     def seeds(self) -> Dict[str, FileSeeds]:
         """Display path -> what its rules need to know."""
@@ -1466,6 +1491,20 @@ class Hotness:
                 m = p.modules[mid]
                 seeds = out.setdefault(m.shown, FileSeeds())
                 seeds.project.setdefault("scalars", {})[str(p.local_index[fid])] = sorted(names)
+        # project-wide cuDNN facts (SPD701), for the files that train or touch cudnn settings
+        conv = any(m.summary.get("conv") for m in p.modules)
+        benchmark_on = any(m.summary.get("benchmark_on") for m in p.modules)
+        step_modules = {mid for mid, _, _ in self.step_loops}
+        called = self._called_from_other_modules()
+        for m in p.modules:
+            if m.id in step_modules or m.summary.get("cudnn_text"):
+                seeds = out.setdefault(m.shown, FileSeeds())
+                seeds.project["cudnn"] = [conv, benchmark_on, bool(step_modules)]
+        for fid in called:
+            mid = p.functions[fid][0]
+            if p.modules[mid].summary.get("cudnn_text"):
+                seeds = out.setdefault(p.modules[mid].shown, FileSeeds())
+                seeds.project.setdefault("called", []).append(p.local_index[fid])
         for (mid, line), facts in self.loader_uses().items():
             if facts:
                 seeds = out.setdefault(p.modules[mid].shown, FileSeeds())

@@ -19,6 +19,10 @@ CONV_PREFIXES = (
 )
 
 
+#: `cudnn.benchmark = ...` anywhere in the text: the project decides the autotuner itself.
+_BENCHMARK_ON = re.compile(r"cudnn\.benchmark\s*=(?!=)")
+
+
 def _not_a_flag(test: cst.BaseExpression) -> bool:
     """`if __name__ == "__main__":` and `if torch.cuda.is_available():` do not make a setting optional."""
     code = cst.Module(body=[]).code_for_node(test)
@@ -30,7 +34,10 @@ class CudnnAutotunerDisabled(Rule):
     ## What it does
     Flags `torch.backends.cudnn.benchmark = False` and `torch.backends.cudnn.deterministic = True`
     set unconditionally in a training script of a convolutional network that runs on GPU, directly
-    or in a seeding helper the script always calls.
+    or in a seeding helper the script always calls (also one in another module). Also, once per
+    training script, a convolutional network trained on GPU where `cudnn.benchmark` is never set
+    anywhere in the project: that finding sits on the `def` of the function holding the training
+    loop.
 
     Settings behind an explicit switch (`if args.deterministic:`, `benchmark = not
     args.deterministic`, a helper only called under `if args.seed is not None:`) are the user's
@@ -92,10 +99,38 @@ class CudnnAutotunerDisabled(Rule):
         level=MEDIUM,
     )
     fixes = (DISPLAY_ONLY,)
-    triggers = ("cudnn",)
+    triggers = ("cudnn", "backward")
     ast_precondition = staticmethod(
-        lambda facts: facts.may_use_gpu and facts.may_call_backward and facts.uses_any("benchmark", "deterministic")
+        lambda facts: facts.may_use_gpu
+        and (facts.may_call_backward and facts.uses_any("benchmark", "deterministic") or facts.may_have_training_step)
     )
+
+    # -- absence: a conv net trained on GPU, the autotuner never switched on -----------------
+    def visit_Module(self, node: cst.Module) -> None:
+        facts = self.ctx.torch
+        if not facts.step_loops or not self._on_gpu or not self._conv_training_script:
+            return
+        project = self._project
+        if _BENCHMARK_ON.search(self.ctx.source) or (project is not None and project[1]):
+            return  # switched on somewhere in the project (also behind a flag: the user's choice)
+        first = min(facts.step_loops, key=lambda n: facts.order.get(n, 0))
+        entry = facts.enclosing_function(first)
+        if entry is None:
+            return  # a flat script: no training entry function to anchor on
+        self.report(
+            entry,
+            "this trains a convolutional network on the GPU, and `torch.backends.cudnn.benchmark` is never "
+            "enabled anywhere in the project: cuDNN picks convolution algorithms by heuristic instead of timing them",
+            fix=Fix.advice("Set `torch.backends.cudnn.benchmark = True` once at start-up (input shapes fixed)"),
+            impact=self.impact.with_level(MEDIUM),
+        )
+
+    @cached_property
+    def _project(self) -> Optional[list]:
+        """[any conv layers, autotuner switched on anywhere, any training step] over the whole
+        program (`speedlint.analyzer.program`); None without it."""
+        seeds = self.ctx.seeds
+        return seeds.project.get("cudnn") if seeds is not None else None
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -149,8 +184,11 @@ class CudnnAutotunerDisabled(Rule):
         seen.add(fn)
         sites = [c for c in facts.calls if fn in facts.resolve_call(c)]
         if not sites:
-            # a helper nobody in this file calls: only if the file itself is the training script
-            return bool(facts.step_loops)
+            # a helper nobody in this file calls: if the file itself is the training script, or
+            # another module calls it unconditionally (a seeding helper in utils/)
+            seeds = self.ctx.seeds
+            called = seeds.project.get("called", ()) if seeds is not None else ()
+            return bool(facts.step_loops) or facts.all_functions.index(fn) in called
         return any(self._unconditional(site, seen) for site in sites)
 
     @cached_property
@@ -161,8 +199,9 @@ class CudnnAutotunerDisabled(Rule):
     @cached_property
     def _conv_training_script(self) -> bool:
         facts = self.ctx.torch
-        trains = bool(facts.step_loops) or any(facts.is_backward(c) for c in facts.calls)
+        project = self._project
+        trains = bool(facts.step_loops) or any(facts.is_backward(c) for c in facts.calls) or bool(project and project[2])
         if not trains:
             return False
         names = [self.ctx.qualname(c.func) or "" for c in facts.calls]
-        return any(n.startswith(CONV_PREFIXES) for n in names)
+        return any(n.startswith(CONV_PREFIXES) for n in names) or bool(project and project[0])
