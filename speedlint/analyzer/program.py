@@ -85,6 +85,9 @@ _TENSOR_METHODS = frozenset({
 #: Text that says a module builds convolutions (SPD701's "conv net"), and that it switches the
 #: cuDNN autotuner (to anything: the explicit settings are judged where they are written).
 _CONV_TEXT = re.compile(r"\b(Conv[123]d|ConvTranspose[123]d|LazyConv[123]d|conv[123]d|torchvision\.models|timm\.create_model|segmentation_models_pytorch)\b")
+#: Evidence of fixed input shapes (where the autotuner pays off): resize/crop transforms, the
+#: standard fixed-size image datasets.
+_FIXED_SHAPES = re.compile(r"\b(Resize|RandomResizedCrop|RandomCrop|CenterCrop)\(|\b(CIFAR10|CIFAR100|MNIST|FashionMNIST|ImageFolder)\b")
 _BENCHMARK_ON = re.compile(r"cudnn\.benchmark\s*=(?!=)")
 
 #: `nn.Module` methods that return the module itself.
@@ -555,6 +558,7 @@ def summarize(text: str, tree: Optional[ast.Module] = None) -> Optional[Dict[str
     summary["conv"] = bool(_CONV_TEXT.search(text))
     summary["cudnn_text"] = "cudnn" in text
     summary["benchmark_on"] = bool(_BENCHMARK_ON.search(text))
+    summary["fixed_shapes"] = bool(_FIXED_SHAPES.search(text))
     return summary
 
 
@@ -1494,12 +1498,13 @@ class Hotness:
         # project-wide cuDNN facts (SPD701), for the files that train or touch cudnn settings
         conv = any(m.summary.get("conv") for m in p.modules)
         benchmark_on = any(m.summary.get("benchmark_on") for m in p.modules)
+        fixed_shapes = any(m.summary.get("fixed_shapes") for m in p.modules)
         step_modules = {mid for mid, _, _ in self.step_loops}
         called = self._called_from_other_modules()
         for m in p.modules:
             if m.id in step_modules or m.summary.get("cudnn_text"):
                 seeds = out.setdefault(m.shown, FileSeeds())
-                seeds.project["cudnn"] = [conv, benchmark_on, bool(step_modules)]
+                seeds.project["cudnn"] = [conv, benchmark_on, bool(step_modules), fixed_shapes]
         for fid in called:
             mid = p.functions[fid][0]
             if p.modules[mid].summary.get("cudnn_text"):

@@ -23,6 +23,10 @@ CONV_PREFIXES = (
 _BENCHMARK_ON = re.compile(r"cudnn\.benchmark\s*=(?!=)")
 
 
+#: Evidence of fixed input shapes (resize/crop transforms, fixed-size image datasets).
+_FIXED_SHAPES = re.compile(r"\b(Resize|RandomResizedCrop|RandomCrop|CenterCrop)\(|\b(CIFAR10|CIFAR100|MNIST|FashionMNIST|ImageFolder)\b")
+
+
 def _not_a_flag(test: cst.BaseExpression) -> bool:
     """`if __name__ == "__main__":` and `if torch.cuda.is_available():` do not make a setting optional."""
     code = cst.Module(body=[]).code_for_node(test)
@@ -36,8 +40,8 @@ class CudnnAutotunerDisabled(Rule):
     set unconditionally in a training script of a convolutional network that runs on GPU, directly
     or in a seeding helper the script always calls (also one in another module). Also, once per
     training script, a convolutional network trained on GPU where `cudnn.benchmark` is never set
-    anywhere in the project: that finding sits on the `def` of the function holding the training
-    loop.
+    anywhere in the project, and the inputs have fixed shapes (resize/crop transforms, fixed-size
+    image datasets): that finding sits on the `def` of the function holding the training loop.
 
     Settings behind an explicit switch (`if args.deterministic:`, `benchmark = not
     args.deterministic`, a helper only called under `if args.seed is not None:`) are the user's
@@ -112,7 +116,9 @@ class CudnnAutotunerDisabled(Rule):
             return
         project = self._project
         if _BENCHMARK_ON.search(self.ctx.source) or (project is not None and project[1]):
-            return  # switched on somewhere in the project (also behind a flag: the user's choice)
+            return  # set somewhere in the project: the explicit settings are judged where they are
+        if not (_FIXED_SHAPES.search(self.ctx.source) or (project is not None and project[3])):
+            return  # no sign of fixed input shapes (variable-length audio, aspect-ratio resizing...)
         first = min(facts.step_loops, key=lambda n: facts.order.get(n, 0))
         entry = facts.enclosing_function(first)
         if entry is None:
@@ -127,7 +133,7 @@ class CudnnAutotunerDisabled(Rule):
 
     @cached_property
     def _project(self) -> Optional[list]:
-        """[any conv layers, autotuner switched on anywhere, any training step] over the whole
+        """[any conv layers, autotuner set anywhere, any training step, fixed-shape inputs] over the whole
         program (`speedlint.analyzer.program`); None without it."""
         seeds = self.ctx.seeds
         return seeds.project.get("cudnn") if seeds is not None else None
