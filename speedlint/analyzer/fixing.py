@@ -92,10 +92,12 @@ def apply_round(module: cst.Module, ctx, findings: Sequence[Finding]) -> Tuple[c
     if applied:
         new_module = module.visit(_Replacer(mapping))
         return _add_imports(new_module, imports), applied
-    for finding in findings:
-        fix = finding.fix
-        if fix is not None and fix.fixer is not None:
-            return _add_imports(fix.fixer(module), fix.imports), [finding]
+    # codemods one at a time, in catalogue order (AMP before accumulation), whatever line each
+    # finding is anchored on
+    codemods = [f for f in findings if f.fix is not None and f.fix.fixer is not None]
+    if codemods:
+        finding = min(codemods, key=lambda f: f.code)
+        return _add_imports(finding.fix.fixer(module), finding.fix.imports), [finding]  # type: ignore[union-attr,misc]
     return module, []
 
 
