@@ -1457,7 +1457,10 @@ class Hotness:
                 if not loaders:
                     continue
                 where = f"{p.modules[mid].shown}:{lp['line']}"
-                per_epoch = lp["parent"] >= 0 or EPOCH in hot or STEP in hot and (mid, fid, i) not in self.step_loops
+                # iterated again every epoch: the training-step loop inside an epoch loop (or in a
+                # function run once per epoch), or an evaluation loop run once per epoch
+                is_step = (mid, fid, i) in self.step_loops
+                per_epoch = (is_step and (lp["parent"] >= 0 or EPOCH in hot)) or (not is_step and EPOCH in hot)
                 moved_names: Set[str] = set()
                 for j in self._loops_within(body, i):
                     moved_names.update(loops[j].get("moved", ()))
