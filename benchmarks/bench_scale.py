@@ -223,6 +223,37 @@ def _load() -> str:
         return "?"
 
 
+def bench_training_corpus(root: Path, tools, speedlint: List[str], env, args) -> str:  # type: ignore[no-untyped-def]
+    """speedlint on training projects (the whole-program analysis at work), against hotpath-ai;
+    then one module edited in a copy: how many files the warm re-check analyses again."""
+    work = CORPUS / "_training"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(root, work)
+    (work / ".git").mkdir(exist_ok=True)
+    n_files, n_bytes = corpus_stats(work)
+    jobs = ["--jobs", str(args.jobs)]
+    cold = measure("training: speedlint cold", [*speedlint, "check", ".", "--no-cache", "--exit-zero", "--output-format", "concise", *jobs], work, args.timeout, env)
+    measure("training: filling the cache", [*speedlint, "check", ".", "--exit-zero", "--output-format", "concise", *jobs], work, args.timeout, env)
+    warm = measure("training: speedlint warm", [*speedlint, "check", ".", "--exit-zero", "--output-format", "concise", *jobs], work, args.timeout, env)
+    hp = measure("training: hotpath-ai", [str(tools["hotpath"]), "analyze", "."], work, args.timeout) if tools.get("hotpath") else None
+    lines = [f"\nTraining corpus: {n_files} files, {n_bytes / 1e6:.1f} MB ({root})"]
+    for r in (cold, warm, hp):
+        if r is not None and r.wall:
+            lines.append(f"  {r.name:<30} {r.wall:7.2f} s wall  {r.cpu or 0:7.2f} s CPU  peak {r.peak / 2**20:4.0f} MiB")
+    if hp is not None and hp.wall and cold.wall:
+        lines.append(f"  speedlint cold takes {cold.wall / hp.wall:.2f}x the time of hotpath-ai on training code (goal <= 1x)")
+    if warm.wall:
+        lines.append(f"  warm re-run: {1000 * warm.wall / n_files:.3f} s per 1,000 files (goal <= 0.3 s)")
+    edit = next((p for p in sorted(work.rglob("*.py")) if args.edit and p.relative_to(work).as_posix().endswith(args.edit)), None)
+    if edit is not None:
+        with open(edit, "a", encoding="utf-8") as fh:
+            fh.write("\n# edited by bench_scale.py\n")
+        r = subprocess.run([*speedlint, "check", ".", "--exit-zero", "--output-format", "concise", "--profile-rules", *jobs], cwd=str(work), capture_output=True, text=True, env=env)
+        head = next((line for line in r.stderr.splitlines() if line.startswith("Profile:")), "(no profile)")
+        lines.append(f"  after editing {edit.relative_to(work)}: {head}")
+    return "\n".join(lines)
+
+
 # -- main ------------------------------------------------------------------------------------------
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -232,6 +263,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run before it is stopped")
     ap.add_argument("--prepare-only", action="store_true", help="build the corpus and install the tools, run nothing")
     ap.add_argument("--json", type=Path, default=CORPUS / "results.json", help="also write the figures here")
+    ap.add_argument(
+        "--training-corpus", type=Path, default=None,
+        help="also measure a tree of training projects (e.g. the development corpus written by "
+        "../shared/accuracy/materialize.sh): cold, warm, hotpath-ai, and the re-check after editing one module",
+    )
+    ap.add_argument("--edit", default=None, help="with --training-corpus: the file (relative to it) to edit for the re-check")
     args = ap.parse_args(argv)
 
     tree = build_corpus(args.packages)
@@ -275,6 +312,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             "speedlint --profile-rules", [*speedlint, "check", target, "--no-cache", "--exit-zero", "--output-format", "concise", "--profile-rules", "--jobs", str(args.jobs)], CORPUS, args.timeout, env
         )
 
+    training = bench_training_corpus(args.training_corpus, tools, speedlint, env, args) if args.training_corpus else None
+
     # -- report
     cold = results["speedlint cold"].wall
     cold_cpu = results["speedlint cold"].cpu
@@ -315,6 +354,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"speedlint warm re-run: {warm.wall:.2f} s (goal < 1 s for ~2,000 files)")
         peak = max(results["speedlint cold"].peak, warm.peak)
         print(f"speedlint peak memory of the process tree: {peak / 2**20:.0f} MiB (goal < 400 MiB)")
+    if training is not None:
+        print(training)
     if profile is not None:
         print("\nspeedlint per-phase profile (a separate cold run, --profile-rules):")
         lines = profile.stderr.splitlines()
