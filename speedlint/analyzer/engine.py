@@ -603,22 +603,20 @@ class AstFacts:
         """Text check: a `def` whose name `EVAL_NAME` matches."""
         from speedlint.analyzer.providers.training import EVAL_NAME
 
-        text = self.text
-        for end in word_ends(text, "def"):
-            name = _DEF_NAME.match(text, end)
-            if name is not None and EVAL_NAME.search(name.group(1)):
-                return True
-        return False
+        return self._defines_name_like(EVAL_NAME)
 
     @cached_property
     def _inference_named_def(self) -> bool:
         """Text check: a `def` whose name `INFERENCE_VERB` matches."""
         from speedlint.analyzer.providers.training import INFERENCE_VERB
 
+        return self._defines_name_like(INFERENCE_VERB)
+
+    def _defines_name_like(self, pattern: "re.Pattern[str]") -> bool:
         text = self.text
         for end in word_ends(text, "def"):
             name = _DEF_NAME.match(text, end)
-            if name is not None and INFERENCE_VERB.search(name.group(1)):
+            if name is not None and pattern.search(name.group(1)):
                 return True
         return False
 

@@ -529,11 +529,13 @@ class TorchFacts:
 
     def eval_function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
         """The function run once per evaluation batch (from another module) holding `node`."""
-        if not self.eval_functions:
-            return None
+        return self._function_in(node, self.eval_functions) if self.eval_functions else None
+
+    def _function_in(self, node: cst.CSTNode, functions: Set[cst.FunctionDef]) -> Optional[cst.FunctionDef]:
+        """The innermost function around `node` (nested ones included) that is in `functions`."""
         fn = self.enclosing_function(node)
         while fn is not None:
-            if fn in self.eval_functions:
+            if fn in functions:
                 return fn
             fn = self.enclosing_function(fn)
         return None
@@ -547,12 +549,7 @@ class TorchFacts:
         return None
 
     def sample_function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
-        fn = self.enclosing_function(node)
-        while fn is not None:
-            if fn in self.sample_functions:
-                return fn
-            fn = self.enclosing_function(fn)
-        return None
+        return self._function_in(node, self.sample_functions)
 
     def is_eval_function(self, fn: cst.FunctionDef) -> bool:
         return bool(EVAL_NAME.search(fn.name.value)) and not self.reaches_backward(fn)
