@@ -254,6 +254,41 @@ class ResultCache:
             self._buckets[key] = Bucket(self, key)
         return self._buckets[key]
 
+    # -- the linked program: one file per tree state, the latest only ----------------------------
+    def load_program(self, key: str) -> "Optional[Dict[str, Any]]":
+        """The seeds of the last link of exactly this tree (`parallel._program_key`), if cached."""
+        from speedlint.analyzer.program import FileSeeds
+
+        try:
+            with open(self.directory / f"program-{key}.json", "rb") as fh:
+                doc = json.loads(fh.read())
+            if doc.get("format") != FORMAT:
+                return None
+            return {shown: FileSeeds.from_json(v) for shown, v in doc["seeds"].items()}
+        except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
+            return None
+
+    def save_program(self, key: str, seeds: "Dict[str, Any]") -> None:
+        """Keep this link's seeds (replacing the previous one: only the latest tree state is useful)."""
+        self._program = (key, seeds)
+
+    def _save_program(self) -> None:
+        program = getattr(self, "_program", None)
+        if program is None:
+            return
+        key, seeds = program
+        self.ensure_directory()
+        data = json.dumps({"format": FORMAT, "seeds": {k: s.to_json() for k, s in seeds.items()}}, separators=(",", ":"))
+        target = self.directory / f"program-{key}.json"
+        _write_atomic(target, data.encode("utf-8"))
+        for old in self.directory.glob("program-*.json"):
+            if old != target:
+                try:
+                    old.unlink()
+                except OSError:
+                    pass
+        self._program = None
+
     def ensure_directory(self) -> None:
         d = self.directory
         d.mkdir(parents=True, exist_ok=True)
@@ -273,7 +308,11 @@ class ResultCache:
                 bucket.save()
             except OSError as exc:
                 warnings.append(f"cannot write the cache in {self.directory}: {exc.strerror or exc}")
-                break
+                return warnings
+        try:
+            self._save_program()
+        except OSError as exc:
+            warnings.append(f"cannot write the cache in {self.directory}: {exc.strerror or exc}")
         return warnings
 
 

@@ -174,24 +174,34 @@ def program_seeds(
     hints: Dict[int, Tuple[str, ...]] = {}
     todo: List[Tuple[int, str, Tuple[str, ...]]] = []
     sizes: Dict[int, int] = {}
+    digests: Dict[int, str] = {}
+    if cache is not None:  # an unchanged program: its link is answered from the cache too
+        for index, (path, _) in enumerate(files):
+            if path.suffix == ".py":
+                try:
+                    digests[index] = content_hash(read_bytes(str(path)))
+                except (SourceError, OSError):
+                    continue
+        linked = cache.load_program(_program_key(files, digests))
+        if linked is not None:
+            index_of = {shown: i for i, (_, shown) in enumerate(files)}
+            if profile is not None:
+                profile.add("program link", time.perf_counter() - t)
+            return {index_of[shown]: s for shown, s in linked.items() if shown in index_of}, {}
     for index, (path, _) in enumerate(files):
         if path.suffix != ".py":
             continue
         if cache is not None:
-            try:
-                data = read_bytes(str(path))
-            except (SourceError, OSError):
+            if index not in digests:
                 continue
-            got = cache.summaries.get(content_hash(data))
+            got = cache.summaries.get(digests[index])
             if got is not None:
                 summaries[index] = got
                 continue
-            sizes[index] = len(data)
-        else:
-            try:
-                sizes[index] = os.path.getsize(path)
-            except OSError:
-                continue
+        try:
+            sizes[index] = os.path.getsize(path)
+        except OSError:
+            continue
         todo.append((index, str(path), codes[index] if codes is not None else ()))
     if todo:
         total = sum(sizes.values())
@@ -215,12 +225,27 @@ def program_seeds(
                 hints[index] = enabled
     t1 = time.perf_counter()
     by_shown = link([(os.path.abspath(files[i][0]), files[i][1], s) for i, s in sorted(summaries.items())])
+    if cache is not None:
+        cache.save_program(_program_key(files, digests), by_shown)
     index_of = {shown: i for i, (_, shown) in enumerate(files)}
     seeds = {index_of[shown]: s for shown, s in by_shown.items() if shown in index_of}
     if profile is not None:
         profile.add("program summaries + pre-look", t1 - t)
         profile.add("program link", time.perf_counter() - t1)
     return seeds, hints
+
+
+def _program_key(files: Sequence[Tuple[Path, str]], digests: Dict[int, str]) -> str:
+    """What the link depends on: every file's place, name and content (and speedlint's code)."""
+    import hashlib
+
+    from speedlint.analyzer.cache import code_fingerprint
+
+    h = hashlib.sha1(code_fingerprint().encode())
+    for index, (path, shown) in enumerate(files):
+        if index in digests:
+            h.update(f"{os.path.abspath(path)}\0{shown}\0{digests[index]}\n".encode())
+    return h.hexdigest()[:24]
 
 
 # -- the pool -------------------------------------------------------------------------------------

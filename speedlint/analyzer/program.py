@@ -596,15 +596,13 @@ class FileSeeds:
         """What the file's findings depend on (part of its cache key)."""
         import hashlib
 
-        parts = [repr(sorted((i, sorted((k, tuple(h.text() for h in c)) for k, c in v.items())) for i, v in self.functions.items()))]
-        parts.append(repr(self.step_loops))
-        parts.append(repr(self.gpu))
-        parts.append(repr(sorted((k, repr(v)) for k, v in self.project.items())))
-        return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
+        import json
+
+        return hashlib.sha1(json.dumps(self.to_json(), sort_keys=True, default=repr).encode()).hexdigest()[:16]
 
     def to_json(self) -> List[Any]:
         return [
-            [[i, {k: [[h.path, h.line, h.label] for h in c] for k, c in v.items()}] for i, v in self.functions.items()],
+            [[i, {k: [[h.path, h.line, h.label] for h in c] for k, c in sorted(v.items())}] for i, v in sorted(self.functions.items())],
             list(self.step_loops), self.gpu, self.project,
         ]
 
@@ -829,7 +827,7 @@ class Program:
         mid, q, c = self.classes[cid]
         out = []
         for b in c["bases"]:
-            for obj in self._eval_static(mid, b):
+            for obj in sorted(self._eval_static(mid, b)):
                 if obj.startswith("C:"):
                     out.append(int(obj[2:]))
         return out
@@ -1090,7 +1088,7 @@ class Program:
         functions = [o for o in objs if o[0] in "FB"]
         if len(functions) > MAX_TARGETS:
             objs = {o for o in objs if o[0] not in "FB"}
-        return [c for obj in objs for c in self.callees_of(obj)]
+        return [c for obj in sorted(objs) for c in self.callees_of(obj)]  # sorted: the same order every run
 
     def _used_names(self, fid: int) -> Set[str]:
         """Names whose types can matter in a function: the roots of what it calls, returns,
@@ -1268,7 +1266,7 @@ class Hotness:
                     continue
                 if env is None:
                     env = p._local_env(mid, fid, body) if fid is not None else p.modules[mid].globals_env
-                for obj in p.eval(mid, fid, ref, env):
+                for obj in sorted(p.eval(mid, fid, ref, env)):
                     for callee, _ in p.callees_of(obj) if obj[0] in "IC" else [(int(obj[2:]), 0)] if obj[0] in "FB" else []:
                         self._seed(queue, callee, SAMPLE, (Hop(p.modules[mid].shown, call[0], "collate_fn"),))
         self._propagate(queue)
@@ -1423,7 +1421,7 @@ class Hotness:
     def _skip(self, mid: int, fid: Optional[int], call: Any) -> int:
         """How many leading parameters a call skips (`self` for methods and constructors)."""
         env = self._env(mid, fid)
-        for obj in self.p.eval(mid, fid, call[C_FUNC], env):
+        for obj in sorted(self.p.eval(mid, fid, call[C_FUNC], env)):
             for _, skip in self.p.callees_of(obj):
                 return skip
         return 0
@@ -1452,7 +1450,7 @@ class Hotness:
             for i, lp in enumerate(loops):
                 if lp.get("iter") is None:
                     continue
-                loaders = [o for o in p.eval(mid, fid, lp["iter"], env) if o.startswith("L:")]
+                loaders = sorted(o for o in p.eval(mid, fid, lp["iter"], env) if o.startswith("L:"))
                 if not loaders:
                     continue
                 where = f"{p.modules[mid].shown}:{lp['line']}"
