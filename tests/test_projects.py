@@ -132,3 +132,19 @@ def test_parallel_run_matches_serial(monkeypatch):
         serial = _found(_check(project, monkeypatch, jobs=1))
         pooled = _found(_check(project, monkeypatch, jobs=2))
         assert pooled == serial, project.name
+
+
+def test_same_report_whatever_the_hash_seed(tmp_path):
+    """Chains and cache keys do not depend on set iteration order (PYTHONHASHSEED)."""
+    project = tmp_path / "p"
+    shutil.copytree(FIXTURES / "projects", project)
+    outputs = set()
+    for seed in ("1", "2", "3"):
+        env = dict(os.environ, NO_COLOR="1", PYTHONHASHSEED=seed)
+        r = subprocess.run(
+            [sys.executable, "-m", "speedlint", "check", ".", "--isolated", "--no-cache", "--preview", "--select", "ALL", "--output-format", "json"],
+            cwd=project, capture_output=True, text=True, env=env,
+        )
+        assert r.returncode == 1, r.stderr
+        outputs.add(r.stdout)
+    assert len(outputs) == 1
