@@ -1162,7 +1162,6 @@ class Hotness:
         self.hot: List[Dict[str, Tuple[Hop, ...]]] = [dict() for _ in range(n)]
         self.step_loops: Set[Tuple[int, Optional[int], int]] = set()  # (mid, fid, loop index)
         self._by_shown: Optional[Dict[str, int]] = None
-        self._envs: Dict[Tuple[int, Optional[int]], Dict[str, Set[str]]] = {}
         self._roots()
 
     # calls of a function or module body, with the callee fids
@@ -1411,27 +1410,22 @@ class Hotness:
             body = m.summary["module"]
             for i, callee in self.mod_edges[m.id]:
                 call = body["calls"][i]
-                yield None, callee, call, self._skip(m.id, None, call), m.id
+                yield None, callee, call, self._skip_of(callee), m.id
         for fid, edges in enumerate(p.edges):
             mid, fn = p.functions[fid]
             for i, callee in edges:
                 call = fn["calls"][i]
-                yield fid, callee, call, self._skip(mid, fid, call), mid
+                yield fid, callee, call, self._skip_of(callee), mid
 
-    def _skip(self, mid: int, fid: Optional[int], call: Any) -> int:
-        """How many leading parameters a call skips (`self` for methods and constructors)."""
-        env = self._env(mid, fid)
-        for obj in sorted(self.p.eval(mid, fid, call[C_FUNC], env)):
-            for _, skip in self.p.callees_of(obj):
-                return skip
-        return 0
+    def _skip_of(self, callee: int) -> int:
+        """How many leading parameters a call skips: `self` when it runs a method (through an
+        instance, `self.meth()`, or a constructor); `Cls.meth(obj, ...)` is rare enough to ignore."""
+        fn = self.p.functions[callee][1]
+        return 1 if self.p.fn_class[callee] is not None and not fn.get("static") else 0
 
     def _env(self, mid: int, fid: Optional[int]) -> Dict[str, Set[str]]:
-        key = (mid, fid)
-        got = self._envs.get(key)
-        if got is None:
-            got = self._envs[key] = self.p._local_env(mid, fid, self._body(mid, fid)) if fid is not None else self.p.modules[mid].globals_env
-        return got
+        """The types of a function's (or a module's) names; not kept: the program is large."""
+        return self.p._local_env(mid, fid, self._body(mid, fid)) if fid is not None else self.p.modules[mid].globals_env
 
     def loader_uses(self) -> Dict[Tuple[int, int], Dict[str, str]]:
         """(module, line of the loader's construction) -> how loops elsewhere use it: "epoch" (it
