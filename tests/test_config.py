@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from speedlint.analyzer.config import ConfigError, Settings, declared_torch_version, load_config_file, settings_from_table
+from speedlint.analyzer.config import ConfigError, Settings, declared_torch_version, settings_from_table
+from speedlint.analyzer.runner import load_config_file
 from speedlint.analyzer.runner import Overrides, SettingsResolver, check_paths, collect_files, rules_for
 
 BAD = '''import gc

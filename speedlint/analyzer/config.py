@@ -120,15 +120,16 @@ def settings_from_table(table: Dict[str, Any], source: str, root: Optional[str])
                     raise ConfigError(f"{source}: `fix.{name}` must be {expected}")
                 options.append((norm, option))
             kwargs["fix_options"] = tuple(sorted(options))
-    from speedlint.analyzer.registry import SelectionError, validate_selectors
-
-    try:
-        validate_selectors([*kwargs.get("select", ()), *kwargs.get("ignore", ()), *kwargs.get("extend_select", ())])
-        for _, codes in kwargs.get("per_file_ignores", ()):
-            validate_selectors(codes)
-    except SelectionError as exc:
-        raise ConfigError(f"{source}: {exc}") from None
     return Settings(**kwargs)
+
+
+def selectors_of(settings: Settings) -> List[str]:
+    """Every rule selector a config file wrote (checked against the catalogue by the caller:
+    this module knows the format, the registry knows the rules)."""
+    out = [*settings.select, *settings.ignore, *settings.extend_select]
+    for _, codes in settings.per_file_ignores:
+        out += codes
+    return out
 
 
 def _read_toml(path: Path) -> Dict[str, Any]:
@@ -141,7 +142,8 @@ def _read_toml(path: Path) -> Dict[str, Any]:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
 
 
-def load_config_file(path: Path) -> Settings:
+def read_config_file(path: Path) -> Settings:
+    """A config file's settings as written (rule selectors not yet checked: `runner.load_config_file`)."""
     data = _read_toml(path)
     if path.name == "pyproject.toml":
         table = data.get("tool", {}).get("speedlint", {})

@@ -643,9 +643,9 @@ class AstFacts:
 
     @cached_property
     def may_have_hook(self) -> bool:
-        """A framework per-batch hook (`speedlint.analyzer.hot.hook_of`): a method named like one
+        """A framework per-batch hook (`speedlint.analyzer.providers.hot.hook_of`): a method named like one
         and a mention of one of the framework base classes."""
-        from speedlint.analyzer.hot import EVAL_HOOKS, HOOK_BASES, STEP_HOOKS
+        from speedlint.analyzer.providers.hot import EVAL_HOOKS, HOOK_BASES, STEP_HOOKS
 
         if self.functions.isdisjoint(STEP_HOOKS) and self.functions.isdisjoint(EVAL_HOOKS):
             return False
@@ -654,7 +654,7 @@ class AstFacts:
     @cached_property
     def may_run_hot(self) -> bool:
         """Some code may run per training step, per evaluation batch or per sample
-        (`speedlint.analyzer.hot.hot_context`, framework hooks aside)."""
+        (`speedlint.analyzer.providers.hot.hot_context`, framework hooks aside)."""
         return self.may_have_training_step or self.may_have_eval_loop or self.may_have_sample_function
 
     @cached_property

@@ -13,13 +13,24 @@ from speedlint.analyzer.config import (
     closest,
     declared_torch_version,
     find_config_file,
-    load_config_file,
+    read_config_file,
+    selectors_of,
 )
 from speedlint.analyzer.discovery import discover
 from speedlint.analyzer.engine import FileResult, Profile, check_source
-from speedlint.analyzer.registry import select_rules
+from speedlint.analyzer.registry import SelectionError, select_rules, validate_selectors
 from speedlint.analyzer.rule import Diagnostic, Rule
 from speedlint.analyzer.sources import Source
+
+
+def load_config_file(path: Path) -> Settings:
+    """A config file's settings, its rule selectors checked against the catalogue."""
+    settings = read_config_file(path)
+    try:
+        validate_selectors(selectors_of(settings))
+    except SelectionError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return settings
 
 
 @dataclass(frozen=True)

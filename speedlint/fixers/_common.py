@@ -354,12 +354,12 @@ def _assign_targets(ctx: FileContext) -> Dict[str, List[Tuple[Optional[cst.Funct
         class V(cst.CSTVisitor):
             def visit_Assign(self, node: cst.Assign) -> None:
                 for t in node.targets:
-                    for name in _target_names(t.target):
+                    for name in target_names(t.target):
                         cache[name].append((facts.enclosing_function(node), node))
 
             def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
                 if node.value is not None:
-                    for name in _target_names(node.target):
+                    for name in target_names(node.target):
                         cache[name].append((facts.enclosing_function(node), node))
 
         ctx.module.visit(V())
@@ -367,12 +367,12 @@ def _assign_targets(ctx: FileContext) -> Dict[str, List[Tuple[Optional[cst.Funct
     return cache
 
 
-def _target_names(t: cst.BaseExpression) -> Iterable[str]:
+def target_names(t: cst.BaseExpression) -> Iterable[str]:
     if isinstance(t, cst.Name):
         yield t.value
     elif isinstance(t, (cst.Tuple, cst.List)):
         for el in t.elements:
-            yield from _target_names(el.value)
+            yield from target_names(el.value)
 
 
 def bindings(ctx: FileContext, name: str) -> List[Tuple[Optional[cst.FunctionDef], cst.CSTNode]]:

@@ -37,7 +37,7 @@ from speedlint.analyzer.config import Settings
 from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.fixes import MAX_LINE, add_keywords, code_of, explode, is_multiline
 from speedlint.analyzer.providers.names import dotted
-from speedlint.rules.data._loaders import LoaderFacts, kwarg, loader_facts, sync_loading
+from speedlint.analyzer.providers.loaders import LoaderFacts, kwarg, loader_facts, sync_loading
 
 WORKERS_CODE = "min(8, os.cpu_count() or 1)"
 PIN_CODE = "torch.cuda.is_available()"
@@ -267,19 +267,19 @@ class _Bound(cst.CSTVisitor):
         return False
 
     def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        for n in _target_names(node.target):
+        for n in target_names(node.target):
             self.names.add(n)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        for n in _target_names(node.target):
+        for n in target_names(node.target):
             self.names.add(n)
 
 
-def _target_names(target: cst.BaseExpression) -> List[str]:
+def target_names(target: cst.BaseExpression) -> List[str]:
     if isinstance(target, cst.Name):
         return [target.value]
     if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for el in target.elements for n in _target_names(el.value)]
+        return [n for el in target.elements for n in target_names(el.value)]
     return []
 
 

@@ -53,10 +53,8 @@ def emit_check(
     unsafe_fixes: bool = False,
 ) -> int:
     """Print a check result; returns the exit code for it (0 clean, 1 findings, 2 errors)."""
-    from speedlint.cli import UsageFailure
-
-    if output_format not in FORMATS:
-        raise UsageFailure(f"unknown output format `{output_format}` (choose from {', '.join(FORMATS)})")
+    if output_format not in FORMATS:  # the command line checks it first, with a usage error
+        raise ValueError(f"unknown output format `{output_format}` (choose from {', '.join(FORMATS)})")
     for missing in result.missing:
         sys.stderr.write(f"speedlint: error: {missing}: no such file or directory\n")
     findings = result.findings

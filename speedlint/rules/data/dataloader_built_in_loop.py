@@ -7,7 +7,7 @@ from typing import Set
 import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, MEDIUM, Fix, Impact, Rule
-from speedlint.rules.data._loaders import _target_names, is_dataloader
+from speedlint.analyzer.providers.loaders import target_names, is_dataloader
 
 
 class DataLoaderBuiltInLoop(Rule):
@@ -89,7 +89,7 @@ class DataLoaderBuiltInLoop(Rule):
         """The loader's arguments read a variable assigned inside the loop (or the loop variable)."""
         bound: Set[str] = set()
         if isinstance(unit, cst.For):
-            bound.update(_target_names(unit.target))
+            bound.update(target_names(unit.target))
             body = unit.body
         elif isinstance(unit, (cst.While, cst.FunctionDef)):
             body = unit.body
@@ -110,10 +110,10 @@ class _Assigned(cst.CSTVisitor):
         self.names: Set[str] = set()
 
     def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        self.names.update(_target_names(node.target))
+        self.names.update(target_names(node.target))
 
     def visit_For(self, node: cst.For) -> None:
-        self.names.update(_target_names(node.target))
+        self.names.update(target_names(node.target))
 
 
 class _Reads(cst.CSTVisitor):

@@ -7,7 +7,7 @@ from typing import List, Optional
 import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, MEDIUM, SAFE, Fix, Impact, Rule
-from speedlint.rules.data._loaders import loader_facts
+from speedlint.analyzer.providers.loaders import loader_facts
 
 _SIZE_ATTRS = ("shape", "size", "dtype", "ndim", "dim", "numel")
 

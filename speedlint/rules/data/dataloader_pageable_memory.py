@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, SAFE, Fix, Impact, ImportSpec, Rule
-from speedlint.rules.data._loaders import batches_to_cuda, is_dataloader, kwarg
+from speedlint.analyzer.providers.loaders import batches_to_cuda, is_dataloader, kwarg
 
 
 class DataLoaderPageableMemory(Rule):

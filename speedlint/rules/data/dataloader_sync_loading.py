@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, UNSAFE, Fix, Impact, Rule
-from speedlint.rules.data._loaders import is_dataloader, workers_text
+from speedlint.analyzer.providers.loaders import is_dataloader, workers_text
 
 
 class DataLoaderSyncLoading(Rule):
@@ -103,7 +103,7 @@ class DataLoaderSyncLoading(Rule):
         loader_plan = module_plan.for_call(node)
         if loader_plan is None:
             return
-        from speedlint.rules.data._loaders import kwarg
+        from speedlint.analyzer.providers.loaders import kwarg
 
         what = workers_text(kwarg(self.ctx, node, "num_workers"))
         message = f"{what}: batches are loaded in the training process, one after the other"

@@ -7,7 +7,7 @@ from typing import Optional
 import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, SAFE, Fix, Impact, Rule
-from speedlint.rules.data._loaders import is_dataloader, kwarg, loader_facts
+from speedlint.analyzer.providers.loaders import is_dataloader, kwarg, loader_facts
 
 
 class DataLoaderWorkersRespawned(Rule):

@@ -8,7 +8,7 @@ import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, Fix, Impact, Rule, Status
 from speedlint.analyzer.providers.names import dotted
-from speedlint.rules.data._loaders import _target_names
+from speedlint.analyzer.providers.loaders import target_names
 
 #: Parsing a file format or building a structure: the same result every epoch.
 HEAVY_PREFIXES = {
@@ -138,7 +138,7 @@ class DatasetHeavyGetitem(Rule):
         for stmt in _assignments(fn):
             if _reads(stmt.value) & tainted:
                 for t in stmt.targets:
-                    tainted.update(_target_names(t.target))
+                    tainted.update(target_names(t.target))
         if not call.args:
             return False
         return bool(_reads(call.args[0].value) & tainted)

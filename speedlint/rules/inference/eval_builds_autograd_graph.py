@@ -9,7 +9,7 @@ import libcst as cst
 
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import MEDIUM, UNSAFE, Fix, Impact, Rule
-from speedlint.rules.inference._analysis import (
+from speedlint.analyzer.providers.inference import (
     Escapes,
     Models,
     eval_receivers_before,

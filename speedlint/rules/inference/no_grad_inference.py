@@ -10,7 +10,7 @@ import libcst as cst
 
 from speedlint.analyzer.providers.training import INFERENCE_VERB
 from speedlint.analyzer.rule import LOW, SAFE, UNSAFE, Fix, Impact, Rule
-from speedlint.rules.inference._analysis import (
+from speedlint.analyzer.providers.inference import (
     Escapes,
     Models,
     eval_receivers_before,

@@ -7,7 +7,7 @@ from typing import Optional
 
 import libcst as cst
 
-from speedlint.analyzer import hot
+from speedlint.analyzer.providers import hot
 from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.fixes import remove_fix
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, MEDIUM, SAFE, Fix, Impact, Rule

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import libcst as cst
 
-from speedlint.analyzer import hot
+from speedlint.analyzer.providers import hot
 from speedlint.analyzer.fixes import remove_fix
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, MEDIUM, SAFE, Fix, Impact, Rule
 
@@ -94,7 +94,7 @@ class GcCollectInHotPath(Rule):
             impact=self.impact if "sample" in where or "step" in where else self.impact.with_level(MEDIUM),
         )
 
-    # -- context (shared with SPD402: speedlint.analyzer.hot) --------------------------------
+    # -- context (shared with SPD402: speedlint.analyzer.providers.hot) --------------------------------
     def _hot(self, node: cst.CSTNode) -> Optional[str]:
         return hot.hot_context(self.ctx, node)
 

@@ -8,7 +8,7 @@ import libcst as cst
 
 from speedlint.analyzer.fixes import with_keyword
 from speedlint.analyzer.rule import LOW, MEDIUM, SAFE, Fix, Impact, Rule
-from speedlint.rules.sync._flow import flow
+from speedlint.analyzer.providers.flow import flow
 
 _TRUE = cst.Name("True")
 

@@ -6,7 +6,7 @@ import libcst as cst
 
 from speedlint.analyzer.fixes import keyword_arg, with_keyword
 from speedlint.analyzer.rule import LOW, MEDIUM, SAFE, UNSAFE, Fix, Impact, Rule
-from speedlint.rules.sync._flow import FACTORIES, MAYBE_DEVICE, RANDOM_FACTORIES, Move, flow
+from speedlint.analyzer.providers.flow import FACTORIES, MAYBE_DEVICE, RANDOM_FACTORIES, Move, flow
 
 #: Factories whose values are exact in every dtype: creating them in the target dtype directly
 #: gives the same tensor as creating then casting.

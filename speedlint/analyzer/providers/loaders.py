@@ -494,13 +494,13 @@ def root_name(expr: cst.BaseExpression) -> Optional[str]:
     return None
 
 
-def _target_names(target: cst.BaseExpression) -> List[str]:
+def target_names(target: cst.BaseExpression) -> List[str]:
     if isinstance(target, cst.Name):
         return [target.value]
     if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for el in target.elements for n in _target_names(el.value)]
+        return [n for el in target.elements for n in target_names(el.value)]
     if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
+        return target_names(target.value)
     return []
 
 
@@ -509,8 +509,8 @@ def batch_names(loop: cst.For) -> List[str]:
     target = loop.iter
     if isinstance(target, cst.Call) and (dotted(target.func) or "").endswith("enumerate"):
         if isinstance(loop.target, (cst.Tuple, cst.List)) and len(loop.target.elements) == 2:
-            return _target_names(loop.target.elements[1].value)
-    return _target_names(loop.target)
+            return target_names(loop.target.elements[1].value)
+    return target_names(loop.target)
 
 
 def may_be_cuda(ctx: FileContext, call: cst.Call) -> bool:
@@ -576,11 +576,11 @@ class _Taint(cst.CSTVisitor):
             isinstance(node.value, cst.Tuple) and any(self._tainted(el.value) for el in node.value.elements)
         ):
             for t in node.targets:
-                self.names.update(_target_names(t.target))
+                self.names.update(target_names(t.target))
 
     def visit_CompFor(self, node: cst.CompFor) -> None:
         if self._tainted(node.iter):
-            self.names.update(_target_names(node.target))
+            self.names.update(target_names(node.target))
 
     def _comprehension(self, node: cst.BaseComp) -> None:
         # the element is visited before `for ... in`: taint the targets first

@@ -244,13 +244,13 @@ class Flow:
     params: Set[str] = field(default_factory=set)
 
 
-def _target_names(t: cst.BaseExpression) -> List[cst.Name]:
+def target_names(t: cst.BaseExpression) -> List[cst.Name]:
     if isinstance(t, cst.Name):
         return [t]
     if isinstance(t, (cst.Tuple, cst.List)):
-        return [n for el in t.elements for n in _target_names(el.value)]
+        return [n for el in t.elements for n in target_names(el.value)]
     if isinstance(t, cst.StarredElement):
-        return _target_names(t.value)
+        return target_names(t.value)
     return []
 
 
@@ -280,7 +280,7 @@ def build_flow(scope: cst.CSTNode) -> Flow:
                     for te, ve in zip(tgt.elements, val.elements):
                         bind(te.value, node, ve.value)  # type: ignore[arg-type]
                     continue
-                names = _target_names(tgt)
+                names = target_names(tgt)
                 single = isinstance(tgt, cst.Name)
                 for n in names:
                     bind(n, node, val if single else None)
@@ -294,10 +294,10 @@ def build_flow(scope: cst.CSTNode) -> Flow:
         elif isinstance(node, cst.AnnAssign) and isinstance(node.target, cst.Name):
             bind(node.target, node, node.value)
         elif isinstance(node, (cst.For, cst.CompFor)):
-            for n in _target_names(node.target):
+            for n in target_names(node.target):
                 bind(n, node, None)
         elif isinstance(node, cst.WithItem) and node.asname is not None:
-            for n in _target_names(node.asname.name):
+            for n in target_names(node.asname.name):
                 bind(n, node, None)
         elif isinstance(node, cst.NamedExpr) and isinstance(node.target, cst.Name):
             bind(node.target, node, node.value)

@@ -1,0 +1,121 @@
+"""The package layout the design asks for, checked on the source: shared facts live in the
+analyzer; a rule never imports another rule module, and a fixer never imports a rule."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Iterator, Tuple
+
+ROOT = Path(__file__).resolve().parents[1] / "speedlint"
+
+
+def _imports(path: Path) -> Iterator[Tuple[int, str]]:
+    """(line, imported module) for every import in the file, lazy ones inside functions too."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.lineno, node.module
+
+
+def _module(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT.parent).with_suffix("").parts)
+
+
+def test_rules_do_not_import_other_rules():
+    bad = []
+    for path in sorted((ROOT / "rules").rglob("*.py")):
+        me = _module(path)
+        for line, target in _imports(path):
+            if target.startswith("speedlint.rules") and target != me:
+                bad.append(f"{me}:{line} imports {target}")
+    assert not bad, "shared facts belong in speedlint.analyzer:\n" + "\n".join(bad)
+
+
+def test_fixers_do_not_import_rules():
+    bad = [
+        f"{_module(path)}:{line} imports {target}"
+        for path in sorted((ROOT / "fixers").rglob("*.py"))
+        for line, target in _imports(path)
+        if target.startswith("speedlint.rules")
+    ]
+    assert not bad, "fixers import the analyzer, never a rule:\n" + "\n".join(bad)
+
+
+def test_the_checks_can_fail(tmp_path):
+    """The import reader sees what these tests look for (else they would prove nothing)."""
+    sample = tmp_path / "sample.py"
+    sample.write_text("def f():\n    from speedlint.rules.data import x\nimport speedlint.rules.sync\n", encoding="utf-8")
+    assert sorted(t for _, t in _imports(sample)) == ["speedlint.rules.data", "speedlint.rules.sync"]
+
+
+def _import_graph() -> dict:
+    """speedlint module -> the speedlint modules it imports (lazy and TYPE_CHECKING imports too)."""
+    modules = {}
+    for path in ROOT.rglob("*.py"):
+        name = _module(path)
+        modules[name[: -len(".__init__")] if name.endswith(".__init__") else name] = path
+    graph = {name: set() for name in modules}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                targets = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            graph[name].update(t for t in targets if t in modules and t != name)
+    return graph
+
+
+def _cycles(graph: dict) -> list:
+    """The strongly connected components with more than one module (Tarjan, iterative)."""
+    index, low, on_stack, stack, out, counter = {}, {}, set(), [], [], [0]
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter[0]
+        counter[0] += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter[0]
+                    counter[0] += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    out.append(sorted(component))
+    return out
+
+
+def test_no_import_circles():
+    cycles = _cycles(_import_graph())
+    assert not cycles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
