@@ -14,6 +14,7 @@ from conftest import FIXTURES
 from fixture_support import load_fixture, rule_fixture_paths
 from speedlint.analyzer.engine import analyze_text
 from speedlint.analyzer.fixing import fix_text
+from speedlint.analyzer.program import link, summarize
 from speedlint.analyzer.registry import all_rules, rule_by_code_or_name, select_rules
 from speedlint.analyzer.rule import DISPLAY_ONLY
 
@@ -22,9 +23,13 @@ IDS = [p.stem for p in PATHS]
 
 
 def _lint(fixture, text=None):
+    """The fixture checked as `speedlint check FILE` checks it: the whole-program phase over the
+    one file first (its seeds), then the rules."""
     settings = fixture.settings()
     rules = select_rules(settings.select)
-    return analyze_text(fixture.text if text is None else text, str(fixture.path), rules, settings)
+    text = fixture.text if text is None else text
+    seeds = link([(str(fixture.path.resolve()), str(fixture.path), summarize(text))]).get(str(fixture.path))
+    return analyze_text(text, str(fixture.path), rules, settings, seeds=seeds)
 
 
 @pytest.mark.parametrize("path", PATHS, ids=IDS)

@@ -40,7 +40,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 from speedlint.analyzer.textscan import may_use_gpu
 
 #: The summary format (bump when `summarize` changes what it records).
-SUMMARY_FORMAT = 2
+SUMMARY_FORMAT = 3
 
 #: In `passed_constants`: a call site that does not pass the parameter (its default applies).
 DEFAULT = "\x00default"
@@ -90,6 +90,13 @@ _CONV_TEXT = re.compile(r"\b(Conv[123]d|ConvTranspose[123]d|LazyConv[123]d|conv[
 _FIXED_SHAPES = re.compile(r"\b(Resize|RandomResizedCrop|RandomCrop|CenterCrop)\(|\b(CIFAR10|CIFAR100|MNIST|FashionMNIST|ImageFolder)\b")
 _BENCHMARK_ON = re.compile(r"cudnn\.benchmark\s*=(?!=)")
 
+#: `torch.<name>` dtypes (a `.to()` with one of these casts, it does not move).
+_DTYPE_NAMES = frozenset({
+    "float16", "half", "bfloat16", "float32", "float", "float64", "double", "int8", "uint8", "int16", "short",
+    "int32", "int", "int64", "long", "bool", "complex64", "complex128", "cfloat", "cdouble", "float8_e4m3fn", "float8_e5m2",
+})
+#: Base classes (last dotted part) that make a class a torch module.
+_MODULE_BASES = frozenset({"Module", "Sequential", "ModuleList", "ModuleDict", "LightningModule", "MessagePassing"})
 #: `nn.Module` methods that return the module itself.
 _RETURNS_SELF = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16", "type", "requires_grad_", "share_memory", "apply", "to_empty"})
 #: Loader classes: torch's, and the graph loaders built on it (torch_geometric, DGL, MONAI).
@@ -167,6 +174,18 @@ def _expr(node: Optional[ast.AST], depth: int = 0) -> Any:
     return None
 
 
+def _callee_text(expr: Any) -> Optional[str]:
+    """`Net`, `models.build`: the dotted name a call's function is written as (None otherwise)."""
+    if expr is None:
+        return None
+    if expr[0] == "n":
+        return expr[1]
+    if expr[0] == "a":
+        base = _callee_text(expr[1])
+        return f"{base}.{expr[2]}" if base else None
+    return None
+
+
 def label(expr: Any) -> str:
     """How a call reads in a chain: `self.criterion(...)`, `model(...)`."""
 
@@ -232,6 +251,19 @@ def _training_test(test: ast.AST) -> Optional[bool]:
     if isinstance(test, ast.Attribute) and test.attr == "training":
         return True
     return None
+
+
+def _runs_once(loop: ast.AST) -> bool:
+    """`for _ in range(1)`: a loop whose body runs once."""
+    it = getattr(loop, "iter", None)
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and not it.keywords:
+        args = it.args
+        consts = [a.value for a in args if isinstance(a, ast.Constant) and isinstance(a.value, int)]
+        if len(consts) == len(args) == 1:
+            return consts[0] <= 1
+        if len(consts) == len(args) == 2:
+            return consts[1] - consts[0] <= 1
+    return False
 
 
 def _is_grad_off(expr: ast.AST) -> bool:
@@ -327,6 +359,8 @@ class _Summarizer:
             index = len(fn["loops"])
             self._loop_nodes.append(node)
             lp = {"line": node.lineno, "parent": loop, "g": len(self._loop_nodes) - 1, "grad_off": grad_off, "guarded": guarded, "iter": None}
+            if _runs_once(node):
+                lp["once"] = True  # `for epoch in range(1)`: not an epoch loop
             fn["loops"].append(lp)
             if kind is ast.While:
                 self._exprs(node.test, fn, **dict(where, loop=index))  # type: ignore[attr-defined]
@@ -461,7 +495,7 @@ class _Summarizer:
                         fn["loops"][loop].setdefault("direct", []).append("s")
             elif name == "eval" and not node.args and fn["eval_call"] < 0:
                 fn["eval_call"] = node.lineno
-            elif name in ("cuda", "to") and loop >= 0:
+            elif name in ("cuda", "to") and loop >= 0 and (name == "cuda" or self._may_move_to_device(node, fn)):
                 root = func.value
                 while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
                     root = root.func if isinstance(root, ast.Call) else root.value
@@ -478,6 +512,23 @@ class _Summarizer:
         kws = {k.arg: _expr(k.value) for k in node.keywords if k.arg}
         flags = guarded | (HANDLER if handler else 0) | (GRAD_OFF if grad_off else 0)
         fn["calls"].append([node.lineno, target, args, kws, loop, flags])
+
+    @staticmethod
+    def _may_move_to_device(call: ast.Call, fn: Dict[str, Any]) -> bool:
+        """`x.to(...)` that may move to an accelerator: not a dtype cast (`.to(torch.float16)`,
+        `.to(dtype=...)`), not to the CPU (`"cpu"`, or a local name only ever set to it)."""
+        target = next((k.value for k in call.keywords if k.arg == "device"), call.args[0] if call.args else None)
+        if target is None:
+            return False  # `.to(dtype=...)`, `.to(memory_format=...)`
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "torch":
+            return target.attr not in _DTYPE_NAMES
+        if isinstance(target, ast.Constant) and isinstance(target.value, str):
+            return target.value.split(":")[0] != "cpu"
+        if isinstance(target, ast.Name):
+            values = fn["assign"].get(target.id)
+            if values and all(v and v[0] == "k" and isinstance(v[1], str) and v[1] == "cpu" for v in values):
+                return False
+        return True
 
     def _function(self, node: ast.FunctionDef, outer: Dict[str, Any], cls: Optional[str]) -> None:
         q = node.name
@@ -694,6 +745,7 @@ class Program:
         self._method_memo: Dict[Tuple[int, str, bool], Optional[int]] = {}
         self._attr_memo: Dict[Tuple[str, str], Set[str]] = {}
         self._module_memo: Dict[Tuple[int, str, int], Optional[int]] = {}
+        self._module_class_memo: Dict[int, bool] = {}
         self.bases: List[List[int]] = [self._resolve_bases(cid) for cid in range(len(self.classes))]
         self.base_names: List[Set[str]] = [self._external_bases(cid) for cid in range(len(self.classes))]
         self.subclasses: Dict[int, Set[int]] = {}
@@ -868,6 +920,16 @@ class Program:
     def is_loader_class(self, cid: int) -> bool:
         """A project subclass of a data loader (GraphSAINT-style samplers are DataLoaders)."""
         return any(name.rsplit(".", 1)[-1] in LOADER_NAMES for name in self.all_base_names(cid))
+
+    def is_module_class(self, cid: int) -> bool:
+        """A project subclass of `torch.nn.Module` (directly or through any `torch.nn` class)."""
+        got = self._module_class_memo.get(cid)
+        if got is None:
+            got = self._module_class_memo[cid] = any(
+                name.rsplit(".", 1)[-1] in _MODULE_BASES or name.startswith(("torch.nn.", "nn."))
+                for name in self.all_base_names(cid)
+            )
+        return got
 
     def all_base_names(self, cid: int) -> Set[str]:
         names: Set[str] = set()
@@ -1451,7 +1513,8 @@ class Hotness:
                 # iterated again every epoch: the training-step loop inside an epoch loop (or in a
                 # function run once per epoch), or an evaluation loop run once per epoch
                 is_step = (mid, fid, i) in self.step_loops
-                per_epoch = (is_step and (lp["parent"] >= 0 or EPOCH in hot)) or (not is_step and EPOCH in hot)
+                outer = loops[lp["parent"]] if lp["parent"] >= 0 else None
+                per_epoch = (is_step and ((outer is not None and not outer.get("once")) or EPOCH in hot)) or (not is_step and EPOCH in hot)
                 moved_names: Set[str] = set()
                 for j in self._loops_within(body, i):
                     moved_names.update(loops[j].get("moved", ()))
@@ -1528,7 +1591,41 @@ class Hotness:
             body = self._body(mid, fid)
             seeds = out.setdefault(m.shown, FileSeeds())
             seeds.step_loops = tuple(sorted({*seeds.step_loops, body["loops"][loop]["g"]}))
+        for m in p.modules:
+            makers = self._module_makers(m.id)
+            if makers:
+                out.setdefault(m.shown, FileSeeds()).project["models"] = sorted(makers)
         return out
+
+    def _module_makers(self, mid: int) -> Set[str]:
+        """The callees (as written in this file: `Tacotron`, `build_model`, `models.resnet50`)
+        whose calls give a torch module: a project subclass of `nn.Module`, or what a project
+        function returns. A file's rules cannot see a class defined in another file."""
+        p = self.p
+        m = p.modules[mid]
+        found: Set[str] = set()
+        seen: Set[str] = set()
+        for fid in (None, *m.fids):
+            body = self._body(mid, fid)
+            env: Optional[Dict[str, Set[str]]] = None
+            for call in body["calls"]:
+                text = _callee_text(call[1])
+                if text is None or text in seen:
+                    continue
+                seen.add(text)
+                if env is None:
+                    env = self._env(mid, fid)
+                if any(self._makes_module(o) for o in p.eval(mid, fid, call[1], env)):
+                    found.add(text)
+        return found
+
+    def _makes_module(self, obj: str) -> bool:
+        kind, _, rest = obj.partition(":")
+        if kind == "C":
+            return self.p.is_module_class(int(rest))
+        if kind in ("F", "B"):
+            return any(o[0] == "I" and self.p.is_module_class(int(o[2:])) for o in self.p.ret_types[int(rest)])
+        return False
 
     def _root_module(self, chain: Tuple[Hop, ...]) -> Optional[int]:
         if self._by_shown is None:

@@ -205,6 +205,23 @@ _NON_TENSOR_METHODS = {
     "named_parameters", "get", "format", "join", "split" ,
 }
 _TENSOR_ATTRS = {"grad", "data", "T", "mT", "H", "real", "imag", "loss", "logits"}
+#: Attributes of a tensor that are host values (everything else read off a batch moved to the
+#: device, such as a graph batch's `batch.y` / `batch.edge_index`, is a tensor).
+_HOST_ATTRS = {
+    "shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "layout", "names", "is_leaf", "grad_fn",
+    "is_sparse", "is_quantized", "is_meta", "itemsize", "nbytes", "batch_size", "keys",
+}
+_HOST_ATTR_PREFIXES = ("num_", "is_", "has_", "_")
+#: torch functions below the top level that return a tensor.
+_TENSOR_FUNCS = frozenset({
+    "torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_norm", "torch.nn.utils.get_total_norm",
+    "torch.nn.utils.parameters_to_vector", "torch.nn.utils.rnn.pad_sequence", "torch.nn.Parameter",
+    "torch.nn.parameter.Parameter",
+})
+#: Classes whose instances are moved to the device as data, not as a module.
+_DATA_CLASSES = frozenset({"Data", "Batch", "HeteroData", "TensorDict", "BatchEncoding", "Tensor"})
+#: Iterating these methods of a module gives its parameters (tensors): the element at this path.
+_PARAM_ITERS = {"parameters": (), "buffers": (), "named_parameters": (1,), "named_buffers": (1,)}
 _MODEL_NAME = re.compile(
     r"(^|_)(model|net|network|generator|discriminator|gen|disc|critic|encoder|decoder|backbone|head|"
     r"criterion|loss_fn|loss_func|lossfn|loss_function|G|D|netG|netD)$|^(model|net)"
@@ -218,6 +235,9 @@ class Flow:
         self.index = _BindingIndex(ctx)
         fast_visit(ctx.module, self.index)  # LibCST's visit rebuilds the tree: several times slower
         self._tensor_memo: Dict[cst.CSTNode, bool] = {}
+        self._buffer_memo: Dict[cst.ClassDef, Set[str]] = {}
+        seeds = ctx.seeds
+        self._project_models: Set[str] = set(seeds.project.get("models", ())) if seeds is not None else set()
         self._callers: Dict[cst.FunctionDef, List[cst.Call]] = {}
 
     # -- bindings ----------------------------------------------------------------------------
@@ -273,6 +293,33 @@ class Flow:
         pool = before or found
         return max(pool, key=lambda b: order.get(b.site, -1))
 
+    def reaching(self, name: cst.Name) -> List[Binding]:
+        """The bindings that may reach this use: the nearest one before it, and the earlier ones
+        it does not cover on every path (`if cuda: device = "cuda"` / `else: device = "cpu"`, a
+        binding inside an `if` or a `try`). Loop-carried values are not followed."""
+        first = self.binding(name)
+        if first is None:
+            return []
+        found = [first]
+        if first.kind not in ("assign", "augassign", "with") or self._covers(first.site, name):
+            return found
+        order = self.facts.order
+        at = order.get(first.site, -1)
+        earlier = [
+            b for b in self.bindings(name)
+            if b is not first and b.kind in ("assign", "augassign", "with", "param") and order.get(b.site, -1) < at
+        ]
+        for b in sorted(earlier, key=lambda b: -order.get(b.site, -1)):
+            found.append(b)
+            if b.kind == "param" or self._covers(b.site, name):
+                break
+        return found
+
+    def _covers(self, site: cst.CSTNode, use: cst.CSTNode) -> bool:
+        """The statement block that holds `site` also holds `use` (so `site` ran before it)."""
+        block = next((a for a in self.facts.ancestors(site) if isinstance(a, (cst.IndentedBlock, cst.Module))), None)
+        return block is not None and self._contains(block, use)
+
     def value_at(self, b: Binding) -> Optional[cst.BaseExpression]:
         """The expression a tuple-unpacking binding takes its value from, when it can be told."""
         value = b.value
@@ -284,6 +331,30 @@ class Flow:
             else:
                 return value  # an element of something: the caller decides if that is enough
         return value
+
+    def element_values(self, b: Binding) -> List[cst.BaseExpression]:
+        """What a binding's name may hold: the assigned value, or for a tuple target the element
+        at its position, also out of the tuples a project function returns
+        (`targets, n = self.validate_args(targets)`)."""
+        value = self.value_at(b)
+        if value is None:
+            return []
+        rest = b.path
+        node = b.value
+        for i in b.path:  # how much of the path `value_at` consumed
+            if node is value:
+                break
+            node = node.elements[i].value  # type: ignore[union-attr]
+            rest = rest[1:]
+        if not rest or not isinstance(value, cst.Call):
+            return [value]
+        out: List[cst.BaseExpression] = []
+        for r in self.returns(value):
+            if isinstance(r, (cst.Tuple, cst.List)) and len(rest) == 1 and rest[0] < len(r.elements) and not any(
+                isinstance(e, cst.StarredElement) for e in r.elements
+            ):
+                out.append(r.elements[rest[0]].value)
+        return out or [value]
 
     def callers(self, fn: cst.FunctionDef) -> List[cst.Call]:
         if fn not in self._callers:
@@ -480,19 +551,19 @@ class Flow:
             return DEVICE
         bound: List[cst.BaseExpression] = []
         if isinstance(expr, cst.Name):
-            b = self.binding(expr)
-            if b is not None and b.kind == "assign":
-                value = self.value_at(b)
-                if value is not None and not b.path:
-                    bound.append(value)
-            elif b is not None and b.kind == "param" and b.function is not None and b.param is not None:
-                args = [self.argument_for(c, b.function, b.param) for c in self.callers(b.function)]
-                if args and all(a is not None for a in args):
-                    kinds = {self.device_kind(a, depth + 1) for a in args}  # type: ignore[arg-type]
-                    if kinds == {DEVICE} or kinds == {DEVICE, CPU}:
-                        return DEVICE
-                    if kinds == {DTYPE}:
-                        return DTYPE
+            for b in self.reaching(expr):  # "may be CUDA" when any reaching definition may be
+                if b.kind == "assign":
+                    value = self.value_at(b)
+                    if value is not None and not b.path:
+                        bound.append(value)
+                elif b.kind == "param" and b.function is not None and b.param is not None:
+                    args = [self.argument_for(c, b.function, b.param) for c in self.callers(b.function)]
+                    if args and all(a is not None for a in args):
+                        kinds = {self.device_kind(a, depth + 1) for a in args}  # type: ignore[arg-type]
+                        if kinds == {DEVICE} or kinds == {DEVICE, CPU}:
+                            return DEVICE
+                        if kinds == {DTYPE} and not bound:
+                            return DTYPE
         elif isinstance(expr, cst.Attribute):
             bound.extend(self.self_writes(expr))
         if bound:
@@ -558,13 +629,18 @@ class Flow:
             if q.startswith("torch.nn.") and not q.startswith("torch.nn.functional") and q[len("torch.nn."):][:1].isupper():
                 return True
             name = dotted(expr.func) or ""
+            if name and name in self._project_models:
+                return True  # a project module class or factory (defined in another file)
             for cls in self.facts.class_defs.get(name, ()):
                 for base in cls.bases:
                     bq = self.ctx.qualname(base.value) or dotted(base.value) or ""
                     if bq in ("torch.nn.Module", "nn.Module", "Module") or bq.startswith("torch.nn."):
                         return True
             if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("to", "cuda", "train", "eval", "float", "half"):
-                return self.is_model(expr.func.value, depth + 1)
+                inner = expr.func.value
+                if expr.func.attr.value in ("to", "cuda") and self._built_and_moved(inner):
+                    return True
+                return self.is_model(inner, depth + 1)
             return False
         if isinstance(expr, cst.Name):
             b = self.binding(expr)
@@ -577,6 +653,15 @@ class Flow:
                 return True
         last = (dotted(expr) or "").rsplit(".", 1)[-1]
         return bool(last) and bool(_MODEL_NAME.search(last))
+
+    def _built_and_moved(self, inner: cst.BaseExpression) -> bool:
+        """`Net(...)` in `Net(...).to(device)`: a class built and moved at once is a module (a
+        tensor would be built with `device=`), unless it is a tensor or graph-batch type."""
+        if not isinstance(inner, cst.Call):
+            return False
+        tail = (dotted(inner.func) or "").rsplit(".", 1)[-1]
+        q = self.ctx.qualname(inner.func) if isinstance(inner.func, (cst.Name, cst.Attribute)) else None
+        return tail[:1].isupper() and not (q or "").startswith("torch.") and tail not in _DATA_CLASSES
 
     def is_tensor(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> bool:
         """Whether `expr` is known to evaluate to a tensor that may live on the device.
@@ -600,12 +685,17 @@ class Flow:
             if q is not None:
                 if q.startswith(("torch.nn.functional.", "torch.linalg.", "torch.fft.", "torch.special.")):
                     return True
+                if q in _TENSOR_FUNCS:
+                    return True
                 if q.startswith("torch.") and q.count(".") == 1:
                     short = q.split(".", 1)[1]
                     if short in _NOT_TENSOR_FUNCS or short.startswith(("is_", "get_", "set_")):
                         return False
                     if short in FACTORIES or short in RANDOM_FACTORIES:
-                        return any(a.keyword is not None and a.keyword.value == "device" for a in expr.args)
+                        if any(a.keyword is not None and a.keyword.value == "device" for a in expr.args):
+                            return True
+                        # `zeros_like(t)`: on the device of `t`
+                        return short.endswith("_like") and bool(expr.args) and self.is_tensor(expr.args[0].value, depth + 1)
                     return short[:1].islower()
                 return False
             if isinstance(func, cst.Attribute):
@@ -613,7 +703,7 @@ class Flow:
                 if method in ("to", "cuda"):
                     move = self.parse_move(expr)
                     if move is not None and move.moves_to_device:
-                        return not self.is_model(func.value)
+                        return not (self._built_and_moved(func.value) or self.is_model(func.value))
                     return move is not None and move.kind == DTYPE and self.is_tensor(func.value, depth + 1)
                 if method in _NON_TENSOR_METHODS:
                     return False
@@ -638,13 +728,55 @@ class Flow:
         if isinstance(expr, cst.Subscript):
             return self.is_tensor(expr.value, depth + 1)
         if isinstance(expr, cst.Attribute):
-            if expr.attr.value in _TENSOR_ATTRS:
+            attr = expr.attr.value
+            if attr in _TENSOR_ATTRS:
                 return self.is_tensor(expr.value, depth + 1) or (
-                    expr.attr.value in ("loss", "logits") and self._model_output(expr.value, depth)
+                    attr in ("loss", "logits") and self._model_output(expr.value, depth)
                 )
+            if dotted(expr.value) == "self":
+                # a registered buffer, a parameter, or an attribute only ever set to a tensor
+                if attr in self._buffers(expr):
+                    return True
+                writes = self.self_writes(expr)
+                return bool(writes) and all(self.is_tensor(w, depth + 1) for w in writes)
+            if attr in ("weight", "bias") and self.is_model(expr.value):
+                return True  # a parameter of a module
+            if attr not in _HOST_ATTRS and not attr.startswith(_HOST_ATTR_PREFIXES) and self._moved_batch(expr.value):
+                return True  # `batch = batch.to(device)`, then `batch.y`: a field of a graph/dict batch
             return False
         if isinstance(expr, cst.Name):
             return self._name_is_tensor(expr, depth)
+        return False
+
+    def _buffers(self, attr: cst.Attribute) -> Set[str]:
+        """Names the class of this method registers with `self.register_buffer("name", ...)`."""
+        cls = self.facts.enclosing_class(attr)
+        if cls is None:
+            return set()
+        found = self._buffer_memo.get(cls)
+        if found is None:
+            found = set()
+            for call in self.facts.calls:
+                func = call.func
+                if (
+                    isinstance(func, cst.Attribute) and func.attr.value == "register_buffer" and dotted(func.value) == "self"
+                    and call.args and isinstance(call.args[0].value, cst.SimpleString)
+                    and self.facts.enclosing_class(call) is cls
+                ):
+                    found.add(call.args[0].value.evaluated_value)  # type: ignore[arg-type]
+            self._buffer_memo[cls] = found
+        return found
+
+    def _moved_batch(self, expr: cst.BaseExpression) -> bool:
+        """A name bound to `something.to(<device>)` / `.cuda()` (a batch object on the device)."""
+        if not isinstance(expr, cst.Name):
+            return False
+        for b in self.reaching(expr):
+            value = self.value_at(b) if b.kind == "assign" and not b.path else None
+            if isinstance(value, cst.Call):
+                move = self.parse_move(value)
+                if move is not None and move.moves_to_device and not self.is_model(value.func.value):  # type: ignore[attr-defined]
+                    return True
         return False
 
     def _model_output(self, expr: cst.BaseExpression, depth: int) -> bool:
@@ -660,11 +792,17 @@ class Flow:
         if b is None:
             return False
         if b.kind == "assign":
-            value = self.value_at(b)
-            if self.is_tensor(value, depth + 1):
-                return True
+            for r in self.reaching(name):  # any reaching assignment may give a tensor
+                if r.kind == "assign" and any(self.is_tensor(v, depth + 1) for v in self.element_values(r)):
+                    return True
             # `loss = compute(...)` from elsewhere, then `loss.backward()`: a tensor
-            return self.backward_called_on(name) and not self.is_host_value(value)
+            return self.backward_called_on(name) and not self.is_host_value(self.value_at(b))
+        if b.kind == "for":
+            # `for p in model.parameters()`, `for name, p in model.named_parameters()`
+            it = b.value
+            if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and not it.args:
+                return _PARAM_ITERS.get(it.func.attr.value) == b.path
+            return False
         if b.kind == "augassign":
             if self.is_tensor(b.value, depth + 1):
                 return True
@@ -718,7 +856,9 @@ class Flow:
             if q is not None and q.startswith("torch.") and q.count(".") == 1:
                 short = q.split(".", 1)[1]
                 if short in FACTORIES or short in RANDOM_FACTORIES or short == "from_numpy":
-                    return not any(a.keyword is not None and a.keyword.value == "device" for a in expr.args)
+                    if any(a.keyword is not None and a.keyword.value == "device" for a in expr.args):
+                        return False
+                    return not short.endswith("_like") or (bool(expr.args) and self.is_host_value(expr.args[0].value, depth + 1))
             return False
         if isinstance(expr, cst.BinaryOperation):
             return self.is_host_value(expr.left, depth + 1) and self.is_host_value(expr.right, depth + 1)
@@ -727,7 +867,8 @@ class Flow:
         if isinstance(expr, cst.Name):
             b = self.binding(expr)
             if b is not None and b.kind == "assign":
-                return self.is_host_value(self.value_at(b), depth + 1)
+                reaching = self.reaching(expr)  # a host value on every path
+                return all(r.kind == "assign" and self.is_host_value(self.value_at(r), depth + 1) for r in reaching)
             if b is not None and b.kind == "for":
                 # a loop counter: `for step in range(n)` / `for i, batch in enumerate(loader)`
                 it = b.value

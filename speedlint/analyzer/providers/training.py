@@ -496,8 +496,32 @@ class TorchFacts:
                 yield a
             child = a
 
+    def eval_mode_only(self, node: cst.CSTNode) -> bool:
+        """`node` runs only when the module is in eval mode: under `if not self.training:` or in
+        the `else` of `if self.training:` (a model's inference path), within its function."""
+        child = node
+        for a in self.ancestors(node):
+            if isinstance(a, cst.FunctionDef):
+                return False
+            if isinstance(a, cst.If) and child is not a.test:
+                mode = _training_test(a.test)
+                if mode is not None:
+                    in_body = child is a.body
+                    return in_body != mode  # the body when the test is `not self.training`
+            if isinstance(a, (cst.IndentedBlock, cst.Module)):
+                # `if self.training: return loss` earlier in the block: what follows is inference
+                for stmt in a.body:
+                    if stmt is child:
+                        break
+                    if isinstance(stmt, cst.If) and stmt.orelse is None and _training_test(stmt.test) is True and _leaves(stmt.body):
+                        return True
+            child = a
+        return False
+
     def step_of(self, node: cst.CSTNode) -> Optional[Unit]:
         """The step loop or step function whose every iteration runs `node`, if any."""
+        if self.eval_mode_only(node):
+            return None
         for unit in self._body_ancestors(node):
             if unit in self.step_loops or unit in self.step_functions:
                 return unit
@@ -528,7 +552,12 @@ class TorchFacts:
         return None
 
     def eval_function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
-        """The function run once per evaluation batch (from another module) holding `node`."""
+        """The function run once per evaluation batch (from another module) holding `node`; also
+        a training-step function's inference path (`if not self.training:`)."""
+        if self.eval_mode_only(node):
+            fn = self.enclosing_function(node)
+            if fn is not None and (fn in self.step_functions or fn in self.eval_functions):
+                return fn
         return self._function_in(node, self.eval_functions) if self.eval_functions else None
 
     def _function_in(self, node: cst.CSTNode, functions: Set[cst.FunctionDef]) -> Optional[cst.FunctionDef]:
@@ -586,3 +615,22 @@ class TorchFacts:
         return found
 
 
+def _training_test(test: cst.BaseExpression) -> Optional[bool]:
+    """True for `self.training`, False for `not self.training`, None for any other test."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _training_test(test.expression)
+        return None if inner is None else not inner
+    if isinstance(test, cst.Attribute) and test.attr.value == "training":
+        return True
+    return None
+
+
+def _leaves(body: cst.BaseSuite) -> bool:
+    """The block ends by leaving the function (`return` / `raise`)."""
+    stmts = body.body
+    if not stmts:
+        return False
+    last = stmts[-1]
+    if isinstance(last, cst.SimpleStatementLine):
+        return bool(last.body) and isinstance(last.body[-1], (cst.Return, cst.Raise))
+    return False

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterator, List, Optional, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -111,6 +111,7 @@ class HostSyncInTrainingStep(Rule):
         self._flow: Optional[Flow] = None
         self._reported: Set[cst.CSTNode] = set()
         self._synced_units: Set[Optional[cst.CSTNode]] = set()
+        self._masks: Dict[Optional[cst.CSTNode], List[cst.Subscript]] = {}
 
     @property
     def flow(self) -> Flow:
@@ -155,7 +156,20 @@ class HostSyncInTrainingStep(Rule):
             return
         if not self._maybe_hot(node) or self.ctx.torch.step_of(node) is None or not self.flow.is_tensor(node.value):
             return  # (per training step only: per evaluation batch it is rarely what costs)
-        self._sync(node, "boolean-mask indexing of a tensor (it counts the mask on the host)")
+        # one finding per function: the cure (`torch.where`, a fixed-size gather) is the same
+        # for every masked read of the function, and a finding per line would bury the others
+        self._masks.setdefault(self.ctx.torch.enclosing_function(node), []).append(node)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        for sites in self._masks.values():
+            hot = [s for s in sites if self._context(s) is not None]
+            if not hot:
+                continue
+            more = ""
+            if len(hot) > 1:
+                lines = sorted({self.ctx.position(s).start.line for s in hot[1:]})
+                more = f" ({len(hot) - 1} more in this function, line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))})"
+            self._sync(hot[0], "boolean-mask indexing of a tensor (it counts the mask on the host)" + more)
 
     def _is_mask(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
         """A boolean tensor: a comparison of tensors, `~m`, `m & n`, `torch.isnan(t)` ..., or a
@@ -407,9 +421,11 @@ class HostSyncInTrainingStep(Rule):
             if isinstance(sub, cst.Call):
                 q = self.ctx.qualname(sub.func) or ""
                 tail = q.rsplit(".", 1)[-1] if q else (dotted(sub.func) or "").rsplit(".", 1)[-1]
-                if q in _TIME or tail in _ANOMALY:
+                # time-based logging and anomaly checks hold now and then: a body run then is
+                # rare, but a `continue` taken then skips the rest of the step only rarely
+                if (q in _TIME or tail in _ANOMALY) and not negated:
                     return True
-                if isinstance(sub.func, cst.Attribute) and sub.func.attr.value in ("item", "any", "all") + _ANOMALY:
+                if isinstance(sub.func, cst.Attribute) and sub.func.attr.value in ("item", "any", "all") + _ANOMALY and not negated:
                     return True
                 if any(self._counter(a.value) for a in sub.args):
                     return True  # `should_log(step)`
@@ -438,7 +454,7 @@ class HostSyncInTrainingStep(Rule):
                     if isinstance(op, (cst.GreaterThan, cst.GreaterThanEqual)) and self._counter(t.comparator) and not negated:
                         return True
                     left = t.comparator
-            if self.flow.is_tensor(sub) if isinstance(sub, (cst.Call, cst.Comparison)) else False:
+            if not negated and isinstance(sub, (cst.Call, cst.Comparison)) and self.flow.is_tensor(sub):
                 return True  # an anomaly check on a tensor: the body is the exception
         return False
 
