@@ -137,6 +137,9 @@ def _expr(node: Optional[ast.AST], depth: int = 0) -> Any:
             return None
         args = [_expr(a, depth + 1) for a in node.args if not isinstance(a, ast.Starred)]  # type: ignore[attr-defined]
         kws = {k.arg: _expr(k.value, depth + 1) for k in node.keywords if k.arg}  # type: ignore[attr-defined]
+        starred = [e for e in (_expr(a.value, depth + 1) for a in node.args if isinstance(a, ast.Starred)) if e is not None]  # type: ignore[attr-defined]
+        if starred:  # `nn.Sequential(*layers)`: what a container call holds (no parameter has this name)
+            kws["*"] = ["t", starred]
         return ["c", f, args, kws, node.lineno]  # type: ignore[attr-defined]
     if kind is ast.Constant:
         value = node.value  # type: ignore[attr-defined]
@@ -186,8 +189,8 @@ def _callee_text(expr: Any) -> Optional[str]:
     return None
 
 
-def label(expr: Any) -> str:
-    """How a call reads in a chain: `self.criterion(...)`, `model(...)`."""
+def label(expr: Any, attribute: bool = False) -> str:
+    """How a call reads in a chain: `self.criterion(...)`, `model(...)`; a property read: `self.r`."""
 
     def name(e: Any) -> Optional[str]:
         if e is None:
@@ -205,7 +208,7 @@ def label(expr: Any) -> str:
             return f"{base}(...)" if base else None
         return None
 
-    return (name(expr) or "call") + "(...)"
+    return (name(expr) or "call") + ("" if attribute else "(...)")
 
 
 def _is_interval_test(test: ast.AST) -> bool:
@@ -232,7 +235,7 @@ C_LINE, C_FUNC, C_ARGS, C_KWS, C_LOOP, C_FLAGS = range(6)
 
 #: Call-site flags: behind an interval guard, in an exception handler, under no_grad, only when
 #: training (`if self.training:`), only when evaluating (its `else`).
-GUARDED, HANDLER, GRAD_OFF, TRAIN_ONLY, EVAL_ONLY, CONDITIONAL = 1, 2, 4, 8, 16, 32
+GUARDED, HANDLER, GRAD_OFF, TRAIN_ONLY, EVAL_ONLY, CONDITIONAL, PROPERTY = 1, 2, 4, 8, 16, 32, 64
 
 
 def _always_taken(test: ast.AST) -> bool:
@@ -293,6 +296,12 @@ class _Summarizer:
         self.module = self._new_function("<module>", None, [], 0, [])
         self._loop_nodes: List[ast.AST] = []
         self._fn_nodes: List[ast.AST] = []
+        #: `@property` methods of this module's classes: reading `self.<name>` runs them
+        self.properties: Set[str] = {
+            f.name
+            for c in tree.body if isinstance(c, ast.ClassDef)
+            for f in c.body if isinstance(f, ast.FunctionDef) and any(isinstance(d, ast.Name) and d.id == "property" for d in f.decorator_list)
+        }
 
     @staticmethod
     def _new_function(q: str, cls: Optional[str], params: List[str], line: int, decorators: List[Any]) -> Dict[str, Any]:
@@ -418,6 +427,8 @@ class _Summarizer:
                 self._exprs(node.value, fn, **where)  # type: ignore[attr-defined]
                 if kind is ast.AnnAssign:
                     self._bind(node.target, _expr(node.value), fn)  # type: ignore[attr-defined]
+                elif isinstance(node.op, ast.Add) and isinstance(node.value, (ast.List, ast.Tuple)):  # type: ignore[attr-defined]
+                    self._bind(node.target, _expr(node.value), fn)  # `self.layers += [Block()]`  # type: ignore[attr-defined]
             return
         if kind is ast.Return:
             if node.value is not None:  # type: ignore[attr-defined]
@@ -476,6 +487,12 @@ class _Summarizer:
                 continue
             if kind is ast.Call:
                 self._call(sub, fn, loop, g, handler, grad_off)  # type: ignore[arg-type]
+            elif kind is ast.Attribute and sub.attr in self.properties and fn["cls"] and fn["params"]:  # type: ignore[attr-defined]
+                base = sub.value  # type: ignore[attr-defined]
+                if isinstance(base, ast.Name) and base.id == fn["params"][0] and isinstance(sub.ctx, ast.Load):  # type: ignore[attr-defined]
+                    # reading a property runs its getter: a call with no arguments
+                    flags = g | (HANDLER if handler else 0) | (GRAD_OFF if grad_off else 0) | PROPERTY
+                    fn["calls"].append([sub.lineno, ["a", ["n", base.id], sub.attr], [], {}, loop, flags])  # type: ignore[attr-defined]
             for child in ast.iter_child_nodes(sub):
                 todo.append((child, g))
 
@@ -493,6 +510,9 @@ class _Summarizer:
                     fn["step"] = True
                     if loop >= 0:
                         fn["loops"][loop].setdefault("direct", []).append("s")
+            elif name in ("append", "extend", "insert", "add_module") and node.args and isinstance(func.value, (ast.Name, ast.Attribute)):
+                # `self.layers.append(Block())`, `blocks.extend([...])`: the container holds them
+                self._bind(func.value, _expr(node.args[-1]), fn)
             elif name == "eval" and not node.args and fn["eval_call"] < 0:
                 fn["eval_call"] = node.lineno
             elif name in ("cuda", "to") and loop >= 0 and (name == "cuda" or self._may_move_to_device(node, fn)):
@@ -552,7 +572,9 @@ class _Summarizer:
         self.functions.append(fn)
         self._fn_nodes.append(node)
         if cls is not None:
-            self.classes[cls]["methods"][node.name] = index
+            accessor = any(isinstance(d, ast.Attribute) and d.attr in ("setter", "deleter") for d in node.decorator_list)
+            if not (accessor and node.name in self.classes[cls]["methods"]):  # `@x.setter` keeps the getter
+                self.classes[cls]["methods"][node.name] = index
         for default in [*a.defaults, *(d for d in a.kw_defaults if d is not None)]:
             self._exprs(default, outer, loop=-1, guarded=0, handler=False, grad_off=False)
         self._block(node.body, fn, None, loop=-1, guarded=0, handler=False, grad_off=fn["grad_off"])
@@ -1028,6 +1050,7 @@ class Program:
             if tail in _CONTAINERS or tail == "partial":
                 for a in expr[2]:
                     out |= self.eval(mid, fid, a, env, depth + 1)
+                out |= self.eval(mid, fid, expr[3].get("*"), env, depth + 1)
             return out
         if tag in ("s", "e"):
             return self.eval(mid, fid, expr[1], env, depth + 1)
@@ -1364,7 +1387,7 @@ class Hotness:
             call = body["calls"][i]
             if call[C_FLAGS] & _SKIP[kind]:  # guarded, in an exception handler, or another mode's branch
                 continue
-            self._seed(queue, callee, kind, (Hop(shown, call[0], label(call[C_FUNC])),))
+            self._seed(queue, callee, kind, (Hop(shown, call[0], label(call[C_FUNC], call[C_FLAGS] & PROPERTY)),))
 
     def _seed(self, queue: deque, fid: int, kind: str, chain: Tuple[Hop, ...]) -> None:
         known = self.hot[fid].get(kind)
@@ -1388,7 +1411,7 @@ class Hotness:
                     continue
                 if kind == EPOCH and call[C_LOOP] >= 0:
                     continue  # a loop in a per-epoch function: its own roots decide
-                self._seed(queue, callee, kind, chain + (Hop(shown, call[0], label(call[C_FUNC])),))
+                self._seed(queue, callee, kind, chain + (Hop(shown, call[0], label(call[C_FUNC], call[C_FLAGS] & PROPERTY)),))
 
     # -- values and loaders across modules ---------------------------------------------------------
     def passed_constants(self) -> Dict[int, Dict[str, Optional[List[Any]]]]:

@@ -189,7 +189,7 @@ _NOT_TENSOR_FUNCS = {
     "set_grad_enabled", "compile", "from_numpy", "get_default_dtype", "set_default_dtype",
     "is_grad_enabled", "autocast", "finfo", "iinfo", "set_printoptions", "use_deterministic_algorithms",
     "set_num_threads", "get_num_threads", "typename", "is_storage", "result_type", "promote_types",
-    "can_cast", "broadcast_shapes",
+    "can_cast", "broadcast_shapes", "equal", "allclose", "is_same_size",
 }
 #: torch factories: a CPU tensor unless given `device=`.
 FACTORIES = {
@@ -217,6 +217,15 @@ _TENSOR_FUNCS = frozenset({
     "torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_norm", "torch.nn.utils.get_total_norm",
     "torch.nn.utils.parameters_to_vector", "torch.nn.utils.rnn.pad_sequence", "torch.nn.Parameter",
     "torch.nn.parameter.Parameter",
+    # graph libraries built on torch: their tensor utilities
+    "torch_geometric.utils.degree", "torch_geometric.utils.softmax", "torch_geometric.utils.scatter",
+    "torch_scatter.scatter", "torch_scatter.scatter_add", "torch_scatter.scatter_mean", "torch_scatter.scatter_sum",
+    "torch_geometric.nn.global_add_pool", "torch_geometric.nn.global_mean_pool", "torch_geometric.nn.global_max_pool",
+})
+#: Fields of a graph batch (torch_geometric's `Data`/`Batch` conventions): tensors.
+_GRAPH_FIELDS = frozenset({
+    "x", "y", "pos", "edge_index", "edge_attr", "edge_weight", "batch", "ptr", "node_type", "edge_type",
+    "train_mask", "val_mask", "test_mask", "n_id", "e_id", "adj_t", "face", "norm",
 })
 #: Classes whose instances are moved to the device as data, not as a module.
 _DATA_CLASSES = frozenset({"Data", "Batch", "HeteroData", "TensorDict", "BatchEncoding", "Tensor"})
@@ -741,7 +750,7 @@ class Flow:
                 return bool(writes) and all(self.is_tensor(w, depth + 1) for w in writes)
             if attr in ("weight", "bias") and self.is_model(expr.value):
                 return True  # a parameter of a module
-            if attr not in _HOST_ATTRS and not attr.startswith(_HOST_ATTR_PREFIXES) and self._moved_batch(expr.value):
+            if attr not in _HOST_ATTRS and not attr.startswith(_HOST_ATTR_PREFIXES) and self._moved_batch(expr.value, attr):
                 return True  # `batch = batch.to(device)`, then `batch.y`: a field of a graph/dict batch
             return False
         if isinstance(expr, cst.Name):
@@ -767,11 +776,17 @@ class Flow:
             self._buffer_memo[cls] = found
         return found
 
-    def _moved_batch(self, expr: cst.BaseExpression) -> bool:
-        """A name bound to `something.to(<device>)` / `.cuda()` (a batch object on the device)."""
+    def _moved_batch(self, expr: cst.BaseExpression, field: str) -> bool:
+        """A batch object on the device: a name bound to `something.to(<device>)` / `.cuda()`,
+        or a parameter fed device tensors (`forward(self, batched_data)`). A plain tensor has
+        no fields, so the fields read off such a value are the batch's tensors."""
         if not isinstance(expr, cst.Name):
             return False
         for b in self.reaching(expr):
+            if b.kind == "param":
+                # a graph batch handed to `forward`: its standard fields only (other objects
+                # passed in, such as a DGL graph, also carry flags and sizes)
+                return field in _GRAPH_FIELDS and self.is_tensor(expr)
             value = self.value_at(b) if b.kind == "assign" and not b.path else None
             if isinstance(value, cst.Call):
                 move = self.parse_move(value)

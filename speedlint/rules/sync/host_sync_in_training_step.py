@@ -34,6 +34,16 @@ _MASK_FUNCS = frozenset({
 })
 _MASK_METHODS = frozenset({"eq", "ne", "gt", "ge", "lt", "le", "isnan", "isinf", "isfinite", "logical_not", "bool"})
 
+#: torch factories whose positional arguments are sizes (Python ints; a tensor is read on the host).
+_SIZED_FACTORIES = frozenset({
+    "torch.arange", "torch.zeros", "torch.ones", "torch.empty", "torch.rand", "torch.randn", "torch.randperm",
+})
+#: Graph pooling that counts the graphs with `int(batch.max()) + 1` unless given `size`.
+_POOLS_WITHOUT_SIZE = frozenset({
+    f"torch_geometric.nn.{name}" for name in ("global_add_pool", "global_mean_pool", "global_max_pool")
+} | {f"torch_geometric.nn.pool.{name}" for name in ("global_add_pool", "global_mean_pool", "global_max_pool")})
+
+
 class HostSyncInTrainingStep(Rule):
     """
     ## What it does
@@ -100,7 +110,7 @@ class HostSyncInTrainingStep(Rule):
         level=HIGH,
     )
     fixes = (DISPLAY_ONLY,)
-    triggers = ("item(", "cpu(", "tolist(", "float(", "int(", "bool(", "str(", "print(", "if ", "assert ", "add_scalar", "log", "set_postfix", "{", "%")
+    triggers = ("item(", "cpu(", "tolist(", "float(", "int(", "bool(", "str(", "print(", "if ", "assert ", "add_scalar", "log", "set_postfix", "{", "%", "[", "range(", "_pool(")
 
     ast_precondition = staticmethod(
         lambda facts: facts.may_use_gpu and (facts.may_have_training_step or facts.may_have_eval_loop)
@@ -139,6 +149,8 @@ class HostSyncInTrainingStep(Rule):
                     break
         elif isinstance(func, cst.Attribute) and func.attr.value in ("add_scalar", "set_postfix", "log_metric", "log_metrics") or self.ctx.matches(func, "wandb.log"):
             self._logging(node)
+        elif isinstance(func, (cst.Name, cst.Attribute)):
+            self._sizes(node, func)
         elif isinstance(func, cst.Attribute) and func.attr.value == "format" and isinstance(func.value, (cst.SimpleString, cst.ConcatenatedString)):
             self._first_tensor([a.value for a in node.args if not a.star], "`str.format()` of a tensor")
         elif (
@@ -151,7 +163,14 @@ class HostSyncInTrainingStep(Rule):
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         """`x[mask]`, `x[mask] = 0`, `x[:, a != b]`: a boolean mask sizes the result by counting
-        its true elements on the host (a `nonzero()` sync)."""
+        its true elements on the host (a `nonzero()` sync). `x[:, :n]` with a tensor `n`: the
+        bound is converted to a Python int on the host."""
+        for e in node.slice:
+            if isinstance(e.slice, cst.Slice):
+                for bound in (e.slice.lower, e.slice.upper, e.slice.step):
+                    if bound is not None and self._maybe_hot(bound) and self._cheap_candidate(bound) and self.flow.is_tensor(bound):
+                        self._sync(bound, "a tensor used as a slice bound (it is converted to an int on the host)")
+                        break
         if not any(isinstance(e.slice, cst.Index) and self._is_mask(e.slice.value) for e in node.slice):
             return
         if not self._maybe_hot(node) or self.ctx.torch.step_of(node) is None or not self.flow.is_tensor(node.value):
@@ -205,6 +224,25 @@ class HostSyncInTrainingStep(Rule):
             right = node.right
             values = [e.value for e in right.elements] if isinstance(right, cst.Tuple) else [right]
             self._first_tensor(values, "`%`-formatting a tensor")
+
+    def _sizes(self, node: cst.Call, func: cst.BaseExpression) -> None:
+        """A tensor where a Python int is needed: `torch.arange(n)`, `torch.zeros(n, d)`,
+        `range(n)` with a tensor `n` (`n = lengths.max()`) reads it on the host; so does a graph
+        pooling call that works out the number of graphs from `batch.max()` (no `size=`)."""
+        q = self.ctx.qualname(func) or ""
+        if not q and isinstance(func, cst.Attribute):  # `self.pool = global_mean_pool`, then `self.pool(h, batch)`
+            # (set to one of several poolings by a config switch: any of them may run)
+            written = {self.ctx.qualname(w) for w in self.flow.self_writes(func) if isinstance(w, (cst.Name, cst.Attribute))}
+            q = min(written & _POOLS_WITHOUT_SIZE, default="")
+        if (isinstance(func, cst.Name) and func.value == "range" and q in ("range", "builtins.range")) or q in _SIZED_FACTORIES:
+            self._first_tensor([a.value for a in node.args if a.keyword is None and not a.star], f"a tensor used as a size in `{dotted(func)}()`")
+        elif q in _POOLS_WITHOUT_SIZE and not any(a.keyword is not None and a.keyword.value == "size" for a in node.args):
+            positional = [a for a in node.args if a.keyword is None and not a.star]
+            batch = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "batch"), None)
+            if batch is None and len(positional) > 1:
+                batch = positional[1].value
+            if len(positional) < 3 and batch is not None and self._cheap_candidate(batch) and self.flow.is_tensor(batch):
+                self._sync(node, f"`{dotted(func)}()` without `size=` (it reads `int(batch.max()) + 1`)")
 
     def _first_tensor(self, values: List[cst.BaseExpression], what: str) -> None:
         for value in values:
@@ -464,11 +502,15 @@ class HostSyncInTrainingStep(Rule):
             return self._counter(expr.left) or self._counter(expr.right)
         if not isinstance(expr, (cst.Name, cst.Attribute)):
             return False
+        b = self.flow.binding(expr) if isinstance(expr, cst.Name) else None
+        if b is not None and b.kind == "for" and isinstance(b.site, (cst.For, cst.While)):
+            facts = self.ctx.torch
+            if b.site not in facts.step_loops and facts.step_of(b.site) is not None:
+                return False  # the counter of a loop inside the step (over layers, over the batch)
         last = (dotted(expr) or "").rsplit(".", 1)[-1]
         if last and _COUNTER.search(last):
             return True
         if isinstance(expr, cst.Name):
-            b = self.flow.binding(expr)
             if b is not None and b.kind == "augassign":
                 return True
             if b is not None and b.kind == "for" and self.flow.is_host_value(expr):
