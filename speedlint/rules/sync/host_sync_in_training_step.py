@@ -149,8 +149,6 @@ class HostSyncInTrainingStep(Rule):
                     break
         elif isinstance(func, cst.Attribute) and func.attr.value in ("add_scalar", "set_postfix", "log_metric", "log_metrics") or self.ctx.matches(func, "wandb.log"):
             self._logging(node)
-        elif isinstance(func, (cst.Name, cst.Attribute)):
-            self._sizes(node, func)
         elif isinstance(func, cst.Attribute) and func.attr.value == "format" and isinstance(func.value, (cst.SimpleString, cst.ConcatenatedString)):
             self._first_tensor([a.value for a in node.args if not a.star], "`str.format()` of a tensor")
         elif (
@@ -160,6 +158,8 @@ class HostSyncInTrainingStep(Rule):
         ):
             # `logger.info("loss %f", loss)`: the message is formatted when the record is emitted
             self._first_tensor([a.value for a in node.args[1:] if not a.star and a.keyword is None], "a logging call that formats a tensor")
+        elif isinstance(func, (cst.Name, cst.Attribute)):
+            self._sizes(node, func)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         """`x[mask]`, `x[mask] = 0`, `x[:, a != b]`: a boolean mask sizes the result by counting
