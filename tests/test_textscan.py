@@ -61,7 +61,7 @@ def test_may_use_gpu_is_the_hint_regex(text):
 
 
 # -- may_grow: the text check for SPD404's grow sites --------------------------------------------
-GROW = ("cat", "concat", "concatenate", "stack", "vstack", "hstack")
+GROW = ("append", "cat", "concat", "concatenate", "stack", "vstack", "hstack")
 GROWS = [  # every one is a grow site in a loop: the text check must say "maybe"
     "for x in xs:\n    acc = torch.cat([acc, x])\n",
     "for x in xs:\n    acc = torch.cat((x, acc), dim=0)\n",
@@ -76,6 +76,8 @@ GROWS = [  # every one is a grow site in a loop: the text check must say "maybe"
     "for x in xs:\n    acc = torch.cat([acc, x], dim=get('#'))\n",  # a string in the call: maybe
     "for x in xs:\n\tacc = torch.cat([acc, x])\n",  # tabs: maybe
     'for x in xs:\n    """\ndef not_a_def():\n    """\n    acc = torch.cat([acc, x])\n',
+    "for d in ds:\n    scores = np.append(scores, d[4])\n",  # the accumulator is the first argument
+    "for d in ds:\n    scores = np.append(\n        scores,\n        d,\n        axis=0,\n    )\n",
 ]
 NO_GROWS = [  # no grow site in a loop: the text check may say "no"
     "acc = torch.cat([acc, x])\n",  # not in a loop
@@ -85,6 +87,8 @@ NO_GROWS = [  # no grow site in a loop: the text check may say "no"
     "for x in xs:\n    y = f(acc=torch.cat([acc, x]))\n",  # a keyword argument, not the target
     "for x in xs:\n    acc = torch.cat([acc])\n",  # one element
     "# torch.cat([acc, x]) in a loop\nacc = 1\n",
+    "for d in ds:\n    scores = np.append(d, scores)\n",  # prepended to another value: a new array each time
+    "for d in ds:\n    out = items.append(d)\n",  # one argument: a list's append
 ]
 
 

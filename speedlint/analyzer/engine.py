@@ -27,7 +27,7 @@ from speedlint.analyzer.providers.walk import indexed, visitor_methods
 from speedlint.analyzer.providers.walk import visit_batched as fast_visit_batched
 from speedlint.analyzer.rule import Diagnostic, Edit, Finding, Rule
 from speedlint.analyzer.sources import Source
-from speedlint.analyzer.textscan import has_word, has_word_then, may_grow, may_use_gpu, word_ends
+from speedlint.analyzer.textscan import FIRST_ARG_GROWERS, has_word, has_word_then, may_grow, may_use_gpu, word_ends
 
 if TYPE_CHECKING:  # pragma: no cover - `ast` is imported lazily where it is needed
     import ast
@@ -118,7 +118,11 @@ def _reads_whole(loop, name: str, meta_attrs: frozenset) -> bool:  # type: ignor
             f = node.func
             if f.__class__ is ast.Name and f.id == "len":
                 continue
-            if any(is_it(a) for a in node.args) or any(is_it(k.value) for k in node.keywords):
+            args = node.args
+            fname = f.attr if f.__class__ is ast.Attribute else f.id if f.__class__ is ast.Name else None
+            if fname in FIRST_ARG_GROWERS and args and is_it(args[0]):
+                args = args[1:]  # `x = np.append(x, y)`: the grow itself
+            if any(is_it(a) for a in args) or any(is_it(k.value) for k in node.keywords):
                 return True
         elif kind is ast.BinOp:
             if is_it(node.left) or is_it(node.right):
@@ -328,16 +332,21 @@ class AstFacts:
                         for v in (value.body, value.orelse) if value.__class__ is ast.IfExp else (value,):
                             if v.__class__ is not Call:
                                 continue
-                            for a in [*v.args, *(k.value for k in v.keywords)]:
-                                if a.__class__ in sequences and len(a.elts) >= 2 and (
-                                    _dotted(a.elts[0]) == target or _dotted(a.elts[-1]) == target
-                                ):
-                                    vf = v.func
-                                    fname = vf.attr if vf.__class__ is Attribute else vf.id if vf.__class__ is Name else None
-                                    if fname is not None:
-                                        grows.add(fname)
-                                        plain = target if node.targets[0].__class__ is Name else None
-                                        grow_sites.append((fname, plain, open_loops[-1]))
+                            vf = v.func
+                            fname = vf.attr if vf.__class__ is Attribute else vf.id if vf.__class__ is Name else None
+                            if fname is None:
+                                continue
+                            if fname in FIRST_ARG_GROWERS:  # `x = np.append(x, y)`
+                                grown = len(v.args) >= 2 and _dotted(v.args[0]) == target
+                            else:
+                                grown = any(
+                                    a.__class__ in sequences and len(a.elts) >= 2 and (_dotted(a.elts[0]) == target or _dotted(a.elts[-1]) == target)
+                                    for a in [*v.args, *(k.value for k in v.keywords)]
+                                )
+                            if grown:
+                                grows.add(fname)
+                                plain = target if node.targets[0].__class__ is Name else None
+                                grow_sites.append((fname, plain, open_loops[-1]))
             elif kind is keyword:
                 if node.arg:
                     names[node.arg] = get(node.arg, 0) + 1

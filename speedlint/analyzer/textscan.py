@@ -171,8 +171,21 @@ def _grown_candidates(arguments: str) -> List[str]:
     return out
 
 
+#: Growers whose accumulator is the first argument (`x = np.append(x, y)`), not a list element.
+FIRST_ARG_GROWERS = frozenset({"append"})
+
+
+def _first_argument(arguments: str) -> List[str]:
+    """The first positional argument, when it is a dotted name."""
+    args = _split_top(arguments)
+    if len(args) < 2 or _KEYWORD.match(args[0].replace("\\\n", " ")):
+        return []
+    name = re.sub(r"\s+", "", _unwrap(args[0]))
+    return [name] if _DOTTED.fullmatch(name) else []
+
+
 def may_grow(text: str, names: Sequence[str]) -> bool:
-    """Text check for "`x = f([x, ...])` or `x = f([..., x])` in a loop, `f` one of `names`" (the
+    """Text check for "`x = f([x, ...])` or `x = f([..., x])` (`x = append(x, ...)`) in a loop, `f` one of `names`" (the
     sites the `ast` pre-look's `grows` records): False only when no call of one of the names has a
     list/tuple argument whose first or last element is a name that the statement holding the call
     assigns, on a line inside a `for`/`while` of its own function. A string inside such a call,
@@ -191,7 +204,8 @@ def may_grow(text: str, names: Sequence[str]) -> bool:
             if call is None:
                 continue
             try:
-                candidates = _grown_candidates(_call_arguments(text, call.start(1)))
+                arguments = _call_arguments(text, call.start(1))
+                candidates = _first_argument(arguments) if name in FIRST_ARG_GROWERS else _grown_candidates(arguments)
             except _GiveUp:
                 return True
             for target in candidates:

@@ -20,6 +20,7 @@ import libcst as cst
 
 from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.providers.names import dotted
+from speedlint.analyzer.providers.flow import flow
 from speedlint.analyzer.providers.walk import preorder
 from speedlint.analyzer.rule import ImportSpec
 
@@ -66,6 +67,9 @@ LOG_METHODS = {
     "add_scalar", "add_scalars", "add_image", "add_images", "add_histogram", "add_figure", "add_text",
     "log", "log_dict", "info", "debug", "warning", "write", "print", "set_postfix", "set_description",
 }
+#: Writing tensors out (`torch.save`, `np.save`, `json.dump`): a file does not keep inference
+#: tensors (`torch.load` gives ordinary ones back), so these calls are no reason for caution.
+SERIALIZE_METHODS = {"save", "savez", "savez_compressed", "dump", "write", "imwrite", "imsave", "savefig", "save_image"}
 PARAM_ITER = {"parameters", "named_parameters", "buffers", "named_buffers", "state_dict"}
 PARAM_HINT = re.compile(r"param|weight|bias|ema|shadow|(^|\.)data$|running_|target_net|momentum", re.I)
 INPLACE = re.compile(r"^[a-z][a-z0-9_]*[a-z0-9]_$")
@@ -217,14 +221,25 @@ def updates_parameters(ctx: FileContext, root: cst.CSTNode, depth: int = 1) -> b
                 attr = func.attr.value
                 if attr in ("copy_", "load_state_dict"):
                     return True
-                if INPLACE.match(attr) and PARAM_HINT.search(dotted(func.value) or ""):
+                if INPLACE.match(attr) and _names_parameters(ctx, func.value):
                     return True
         elif isinstance(node, (cst.AugAssign, cst.Assign)):
             targets = [node.target] if isinstance(node, cst.AugAssign) else [t.target for t in node.targets]
             for t in targets:
-                if isinstance(t, (cst.Attribute, cst.Subscript)) and PARAM_HINT.search(dotted(t if isinstance(t, cst.Attribute) else t.value) or ""):
+                if isinstance(t, (cst.Attribute, cst.Subscript)) and _names_parameters(ctx, t if isinstance(t, cst.Attribute) else t.value):
                     return True
     return False
+
+
+def _names_parameters(ctx: FileContext, expr: cst.BaseExpression) -> bool:
+    """`ema.shadow`, `p.data`, `self.weight`, `params[k]`: named like parameters (by the last name:
+    `coco_eval.params.imgIds` is a field of a config object), and not a host buffer
+    (`weight_accumulator = np.zeros(n)`)."""
+    d = dotted(expr) or ""
+    last = d.rsplit(".", 1)[-1]
+    if not (PARAM_HINT.search(last) or d.endswith(".data")):
+        return False
+    return not (isinstance(expr, cst.Name) and flow(ctx).is_host_value(expr))
 
 
 # -- what leaves a region --------------------------------------------------------------------
@@ -280,10 +295,9 @@ def build_flow(scope: cst.CSTNode) -> Flow:
                     for te, ve in zip(tgt.elements, val.elements):
                         bind(te.value, node, ve.value)  # type: ignore[arg-type]
                     continue
-                names = target_names(tgt)
-                single = isinstance(tgt, cst.Name)
-                for n in names:
-                    bind(n, node, val if single else None)
+                # `n, c, h = points.size()`: each name holds a part of the value (host when it is)
+                for n in target_names(tgt):
+                    bind(n, node, val)
                 if isinstance(t.target, cst.Subscript) and isinstance(t.target.value, cst.Name):
                     bind(t.target.value, node, node.value)
                     targets.discard(t.target.value)
@@ -295,7 +309,7 @@ def build_flow(scope: cst.CSTNode) -> Flow:
             bind(node.target, node, node.value)
         elif isinstance(node, (cst.For, cst.CompFor)):
             for n in target_names(node.target):
-                bind(n, node, None)
+                bind(n, node, node.iter)  # an element of the iterable: host when the iterable is
         elif isinstance(node, cst.WithItem) and node.asname is not None:
             for n in target_names(node.asname.name):
                 bind(n, node, None)
@@ -347,7 +361,10 @@ class Escapes:
             if not bindings or expr.value in self.flow.params:
                 return False
             seen.add(expr.value)
-            return all(self.is_host(b.value, seen) for b in bindings)
+            # what leaves the block was bound in it: the bindings elsewhere in the function
+            # (the training loop's `correct = ...`) do not reach a read right after it
+            inside = [b for b in bindings if self._inside(b.node)]
+            return all(self.is_host(b.value, seen) for b in (inside or bindings))
         if isinstance(expr, cst.Call):
             func = expr.func
             q = self.ctx.qualname(func) or ""
@@ -404,7 +421,7 @@ class Escapes:
                 targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
                 for t in targets:
                     base = t.value if isinstance(t, cst.Subscript) else t
-                    if isinstance(base, cst.Attribute) and not self.is_host(node.value):
+                    if isinstance(base, cst.Attribute) and not self.is_host(node.value) and not self._made_here(base):
                         self.training_bound.append(f"it stores tensors into `{dotted(base) or 'an attribute'}`")
                     elif isinstance(base, cst.Name) and isinstance(t, cst.Subscript) and base.value not in self._local_names():
                         if not self.is_host(node.value):
@@ -419,17 +436,28 @@ class Escapes:
                 if attr in STORE_METHODS:
                     if not isinstance(recv, cst.Name) or recv.value not in self._local_names():
                         self.training_bound.append(f"it stores tensors into `{dotted(recv) or 'a buffer'}`")
-                elif attr not in LOG_METHODS:
+                elif attr not in LOG_METHODS and attr not in SERIALIZE_METHODS:
                     self.unsafe.append(f"it passes tensors to `{dotted(call.func) or attr}()`")
         if whole_function:
             return
         facts = self.ctx.torch
         bound_here = {name for name, bs in self.flow.bindings.items() if any(self._inside(b.node) for b in bs)}
         for name in sorted(bound_here):
+            if self.models.is_model(cst.Name(name)):
+                continue  # `model = model.eval()` in the block: a module, not a tensor computed here
             later = [r for r in self.flow.reads.get(name, ()) if not self._inside(r) and facts.is_before(self.region, r)]
             later = [r for r in later if not self._rebound_between(name, r) and not self._host_use(r)]
             if later and not self.is_host(cst.Name(name)):
                 self.unsafe.append(f"`{name}` is used after the block")
+
+    def _made_here(self, target: cst.Attribute) -> bool:
+        """`coco_eval.params.imgIds = ...` where `coco_eval` is built in the block: a local object."""
+        root: cst.BaseExpression = target
+        while isinstance(root, (cst.Attribute, cst.Subscript)):
+            root = root.value
+        return isinstance(root, cst.Name) and any(
+            self._inside(b.node) and isinstance(b.value, cst.Call) for b in self.flow.bindings.get(root.value, ())
+        )
 
     def _host_use(self, read: cst.Name) -> bool:
         """`x.item()`, `x.tolist()`, `float(x)`, `print(x)`, `f"{x}"`: the read only takes a host value."""

@@ -8,6 +8,7 @@ from typing import List, Optional, Tuple
 
 import libcst as cst
 
+from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.training import INFERENCE_VERB
 from speedlint.analyzer.rule import LOW, SAFE, UNSAFE, Fix, Impact, Rule
 from speedlint.analyzer.providers.inference import (
@@ -140,7 +141,12 @@ class NoGradInference(Rule):
         training = self._training_context(node, node)
         if (training and not facts.is_eval_function(node)) or facts.reaches_backward(node):
             return
-        if updates_parameters(self.ctx, node.body) or not self.models.runs_forward(node.body):
+        # an inference method of a model (`decode`, `generate`) needs no forward call of its own,
+        # but an abstract one (`raise NotImplementedError`) does nothing to speed up
+        inference_method = (
+            INFERENCE_VERB.search(node.name.value) and facts.function_class.get(node) is not None and not training and not _is_stub(node)
+        )
+        if updates_parameters(self.ctx, node.body) or not (inference_method or self.models.runs_forward(node.body)):
             return
         escapes = Escapes(self.ctx, self.models, node, node.body, whole_function=True)
         if escapes.training_bound:
@@ -266,3 +272,19 @@ class NoGradInference(Rule):
         if uses - 1 != 1:  # the import's own local name, and this one use
             return None
         return alias_node, alias_node.with_changes(name=cst.Name("inference_mode"), asname=None)
+
+
+def _is_stub(fn: cst.FunctionDef) -> bool:
+    """A body of only a docstring, `pass`, `...` or `raise NotImplementedError`."""
+    for stmt in fn.body.body if isinstance(fn.body, cst.IndentedBlock) else ():
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            return False
+        for small in stmt.body:
+            if isinstance(small, cst.Pass):
+                continue
+            if isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString, cst.Ellipsis)):
+                continue
+            if isinstance(small, cst.Raise) and small.exc is not None and "NotImplementedError" in (dotted(small.exc.func if isinstance(small.exc, cst.Call) else small.exc) or ""):
+                continue
+            return False
+    return True

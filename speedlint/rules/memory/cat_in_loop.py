@@ -26,8 +26,11 @@ CONCAT = (
 )
 #: Stacking grows the rank: detected, never rewritten.
 STACK = ("torch.stack", "numpy.stack")
+#: `np.append(x, y)`: the accumulator is the first argument; without `axis` it also flattens,
+#: so it is detected, never rewritten.
+APPEND = ("numpy.append",)
 #: Their last parts (what the `ast` pre-look sees at the call).
-_GROW_NAMES = tuple(sorted({q.rsplit(".", 1)[-1] for q in (*CONCAT, *STACK)}))
+_GROW_NAMES = tuple(sorted({q.rsplit(".", 1)[-1] for q in (*CONCAT, *STACK, *APPEND)}))
 #: Reads of a tensor's metadata: they do not need the data, a counter could replace them.
 META_ATTRS = frozenset({"shape", "dtype", "device", "ndim", "size", "numel", "dim", "nbytes", "itemsize"})
 _TINY_RANGE = 4
@@ -46,7 +49,7 @@ class CatInLoop(Rule):
     ## What it does
     Flags a tensor or array that is grown inside a loop by concatenating it with a new piece each
     iteration: `x = torch.cat([x, y])`, `torch.concat`, `torch.vstack`/`hstack`, `np.concatenate`,
-    `np.vstack`/`hstack` (and the rank-growing `torch.stack`/`np.stack`), also the
+    `np.vstack`/`hstack`, `x = np.append(x, y)` (and the rank-growing `torch.stack`/`np.stack`), also the
     `x = y if x is None else torch.cat([x, y])` form. Only a value that is *only* grown is flagged:
     a value that the loop also transforms or consumes whole each iteration (U-Net skip connections,
     DenseNet blocks, autoregressive decoding) is what the loop computes, not an accumulation.
@@ -103,7 +106,7 @@ class CatInLoop(Rule):
         level=MEDIUM,
     )
     fixes = (SAFE, DISPLAY_ONLY)
-    triggers = ("cat(", "concat", "stack(", "cat (")
+    triggers = ("cat(", "concat", "stack(", "cat (", "append(")
     ast_precondition = staticmethod(
         lambda facts: facts.text_has_word(*_GROW_NAMES)
         and facts.text_may_grow(*_GROW_NAMES)
@@ -131,8 +134,9 @@ class CatInLoop(Rule):
         func_text = self.ctx.code(call.func)
         name = self.ctx.code(target)
         stacking = self.ctx.matches(call.func, *STACK)
+        appending = self.ctx.matches(call.func, *APPEND)
         fix: Optional[Fix] = None
-        if not guarded and not stacking:
+        if not guarded and not stacking and not appending:
             fix = self._fix(node, call, target, loop, occurrences)
         if stacking:
             message = f"`{name}` is re-stacked with `{func_text}` on every iteration: each call copies everything so far"
@@ -144,7 +148,11 @@ class CatInLoop(Rule):
         self.report(
             node,
             message,
-            fix=fix or Fix.advice(f"Append the pieces to a list in the loop and call `{func_text}` once after it"),
+            fix=fix or Fix.advice(
+                "Append the pieces to a list in the loop and call "
+                + ("`np.concatenate` (on the flattened pieces when `np.append` has no `axis`)" if appending else f"`{func_text}`")
+                + " once after it"
+            ),
         )
 
     # -- detection -------------------------------------------------------------------------
@@ -161,6 +169,11 @@ class CatInLoop(Rule):
         return None
 
     def _concat_with(self, value: cst.BaseExpression, target: Target) -> Optional[cst.Call]:
+        if isinstance(value, cst.Call) and self.ctx.matches(value.func, *APPEND):
+            positional = [a for a in value.args if a.keyword is None and not a.star]
+            if len(positional) >= 2 and self.ctx.code(positional[0].value) == self.ctx.code(target):
+                return value
+            return None
         if not isinstance(value, cst.Call) or not self.ctx.matches(value.func, *CONCAT, *STACK):
             return None
         seq = _sequence_arg(value)
@@ -179,8 +192,11 @@ class CatInLoop(Rule):
         found: List[_Occurrence] = []
         collector = _Collector(self.ctx, text, isinstance(target, cst.Name))
         loop.visit(collector)
-        seq = _sequence_arg(call)
-        operands = {id(e.value) for e in seq.elements} if seq is not None else set()
+        if self.ctx.matches(call.func, *APPEND):
+            operands = {id(call.args[0].value)}
+        else:
+            seq = _sequence_arg(call)
+            operands = {id(e.value) for e in seq.elements} if seq is not None else set()
         facts = self.ctx.torch
         for occ in collector.found:
             if occ is target:
@@ -193,6 +209,8 @@ class CatInLoop(Rule):
 
     def _kind(self, occ: cst.CSTNode, target: Target, facts) -> str:  # type: ignore[no-untyped-def]
         parent = facts.parent(occ)
+        if self._operand_of_another_grow(occ, target, facts):
+            return "other-grow"  # grown in several branches of the loop
         if isinstance(parent, cst.Comparison) and _none_test(parent, target):
             return "guard"
         if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
@@ -216,6 +234,23 @@ class CatInLoop(Rule):
             if isinstance(call, cst.Call) and dotted(call.func) == "len":
                 return "meta"
         return "read"
+
+    def _operand_of_another_grow(self, occ: cst.CSTNode, target: Target, facts) -> bool:  # type: ignore[no-untyped-def]
+        """`x` read by another `x = cat([x, y])` / `x = np.append(x, y)` of the same loop."""
+        node = occ
+        for _ in range(4):  # Name -> Element -> List -> Arg -> Call
+            node = facts.parent(node)
+            if isinstance(node, cst.Call):
+                assign = facts.parent(node)
+                return (
+                    isinstance(assign, cst.Assign)
+                    and len(assign.targets) == 1
+                    and self.ctx.code(assign.targets[0].target) == self.ctx.code(target)
+                    and self._concat_with(node, target) is not None
+                )
+            if not isinstance(node, (cst.Element, cst.List, cst.Tuple, cst.Arg)):
+                return False
+        return False
 
     def _under_none_guard(self, node: cst.CSTNode, target: Target) -> bool:
         child = node
