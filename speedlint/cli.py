@@ -252,6 +252,8 @@ def fix(
 
     try:
         if paths == ["-"]:
+            if output_format != "full":
+                raise UsageFailure(f"--output-format {output_format} cannot be used with stdin: `fix -` writes the fixed code to stdout")
             source = _read_stdin()
             if force_exclude and stdin_filename and _stdin_excluded(stdin_filename, resolver):
                 _write_stdout(source, source.text)
