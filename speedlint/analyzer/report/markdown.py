@@ -113,6 +113,11 @@ def _plural(n: int, word: str, many: Optional[str] = None) -> str:
     return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
+def _counted(codes: Iterable[str]) -> str:
+    """`SPD101 ×2, SPD401`: rule codes with how often they occur, by code."""
+    return ", ".join(f"{code} ×{n}" if n > 1 else code for code, n in sorted(Counter(codes).items()))
+
+
 def _shell(paths: Sequence[str]) -> str:
     return " ".join(shlex.quote(p) for p in paths) or "."
 
@@ -420,12 +425,12 @@ def check_document(result, paths: Sequence[str] = (".",)) -> str:  # type: ignor
     """The review document for a check result."""
     rules = _rules()
     findings = list(result.findings)
-    diagnostics = [d for d in result.diagnostics]
+    diagnostics = list(result.diagnostics)
+    errors = [d for d in diagnostics if d.kind != "warning"]
     sources = {r.path: r.source or "" for r in result.files}
     files = len(result.files)
     lines = ["# speedlint performance review", ""]
     if not findings:
-        errors = [d for d in diagnostics if d.kind != "warning"]
         text = f"Checked {_plural(files, 'file')}: no findings."
         if errors:
             text += f" {_plural(len(errors), 'file')} could not be checked (below)."
@@ -437,26 +442,26 @@ def check_document(result, paths: Sequence[str] = (".",)) -> str:  # type: ignor
     with_findings = len({f.path for f in findings})
     safe, unsafe = fix_counts(findings)
     dominant, dominant_findings = classes[0]
-    lines += [
-        "## Summary",
-        "",
+    summary = (
         f"Checked {_plural(files, 'file')}: **{_plural(len(findings), 'finding')}** ({_levels_text(findings)} impact)"
         f" in {_plural(with_findings, 'file')}. The dominant bottleneck is **{inline(dominant)}**"
-        f" ({_plural(len(dominant_findings), 'finding')}: {_levels_text(dominant_findings)} impact).",
-        "",
-        f"`speedlint fix --apply` makes {_plural(safe, 'safe change')}; `--unsafe-fixes` adds {unsafe} more;"
-        f" {_plural(len(findings) - safe - unsafe, 'finding')} {'is' if len(findings) - safe - unsafe == 1 else 'are'}"
-        " advice for a manual change.",
-        "",
-    ]
+        f" ({_plural(len(dominant_findings), 'finding')}: {_levels_text(dominant_findings)} impact)."
+    )
+    if errors:
+        summary += f" {_plural(len(errors), 'file')} could not be checked (below)."
+    advice = len(findings) - safe - unsafe
+    if safe or unsafe:
+        fixes = (
+            f"`speedlint fix --apply` makes {_plural(safe, 'safe change')}, `--unsafe-fixes` {unsafe} more;"
+            f" {_plural(advice, 'finding')} {'is' if advice == 1 else 'are'} advice for a manual change."
+        )
+    else:
+        fixes = "None of them has an automatic fix: each is advice for a manual change."
+    lines += ["## Summary", "", summary, "", fixes, ""]
     rows = []
     for title, fs in classes:
         counts = _level_counts(fs)
-        codes = sorted(Counter(f.code for f in fs).items())
-        rows.append([
-            inline(title), str(len(fs)), *(str(counts[level]) for level in LEVELS),
-            ", ".join(f"{code} ×{n}" if n > 1 else code for code, n in codes),
-        ])
+        rows.append([inline(title), str(len(fs)), *(str(counts[level]) for level in LEVELS), _counted(f.code for f in fs)])
     lines += table(["bottleneck", "findings", "high", "medium", "low", "rules"], rows)
     lines.append("")
     lines += estimate_lines(findings, rules)
@@ -496,9 +501,7 @@ def check_document(result, paths: Sequence[str] = (".",)) -> str:  # type: ignor
 def _fix_rows(outcomes) -> List[List[str]]:  # type: ignore[no-untyped-def]
     rows = []
     for o in outcomes:
-        per_rule = Counter(f.code for f in o.applied)
-        detail = ", ".join(f"{code} ×{n}" if n > 1 else code for code, n in sorted(per_rule.items()))
-        rows.append([code_span(o.path), str(sum(per_rule.values())), detail])
+        rows.append([code_span(o.path), str(len(o.applied)), _counted(f.code for f in o.applied)])
     return rows
 
 
