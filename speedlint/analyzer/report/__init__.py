@@ -86,7 +86,7 @@ def emit_check(
 
             for line in github_lines(findings, diagnostics):
                 out.write(line + "\n")
-        elif output_format == "markdown":
+        elif output_format == "markdown" and (result.files or not result.missing):
             from speedlint.analyzer.report.markdown import check_document
 
             out.write(check_document(result, paths))
