@@ -102,7 +102,7 @@ def check(
     ignore: Optional[List[str]] = IGNORE,
     extend_select: Optional[List[str]] = EXTEND_SELECT,
     preview: bool = PREVIEW,
-    output_format: str = typer.Option("full", "--output-format", help="full, concise, json, sarif or github."),
+    output_format: str = typer.Option("full", "--output-format", help="full, concise, json, sarif, github or markdown (a review document for a pull request or $GITHUB_STEP_SUMMARY)."),
     output_file: Optional[Path] = typer.Option(None, "--output-file", "-o", help="Write the report to this file."),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when there are findings."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the summary line (full format)."),
@@ -159,6 +159,7 @@ def check(
         quiet=quiet,
         statistics=statistics,
         unsafe_fixes=unsafe,
+        paths=[stdin_filename or "-"] if paths == ["-"] else paths,
     )
     if outcome is not None and not quiet:
         _baseline_note(outcome, baseline)
@@ -225,6 +226,8 @@ def fix(
     preview: bool = PREVIEW,
     stdin_filename: Optional[str] = typer.Option(None, "--stdin-filename", help="The file name for code read from stdin."),
     force_exclude: bool = typer.Option(False, "--force-exclude", help="Apply excludes to files named explicitly too."),
+    output_format: str = typer.Option("full", "--output-format", help="full (the diff on stdout, a summary on stderr) or markdown (one document: the diffs, or with --apply what was written)."),
+    output_file: Optional[Path] = typer.Option(None, "--output-file", "-o", help="Write the diff or the markdown document to this file."),
     accumulation_steps: Optional[int] = typer.Option(None, "--accumulation-steps", min=1, help="Default of the accumulation knob SPD303 adds."),
     verify_script: Optional[Path] = typer.Option(None, "--verify", help="Run this script before/after the fixes first (`speedlint verify`); with --apply, write only when the verdict allows it, else exit with the verdict's code (3-6, see `speedlint verify --help`). Script arguments go after `--`."),
     verify_steps: int = typer.Option(30, "--verify-steps", min=1, help="Optimizer steps timed per --verify run."),
@@ -234,9 +237,11 @@ def fix(
     target_torch_version: Optional[str] = TORCH_VERSION,
 ) -> None:
     """Show (or with --apply, write) the fixes. Never runs your code, except the script named by --verify."""
-    from speedlint.analyzer.report import emit_fix
+    from speedlint.analyzer.report import FIX_FORMATS, emit_fix
     from speedlint.analyzer.rewrite import fix_paths, fix_stdin
 
+    if output_format not in FIX_FORMATS:
+        raise UsageFailure(f"unknown output format `{output_format}` for fix (choose from {', '.join(FIX_FORMATS)})")
     options = [("accumulation_steps", accumulation_steps)] if accumulation_steps else []
     overrides = _overrides(select, ignore, extend_select, preview, unsafe_fixes, target_torch_version, options)
     resolver = _resolver(overrides, config, isolated)
@@ -247,6 +252,8 @@ def fix(
 
     try:
         if paths == ["-"]:
+            if output_format != "full":
+                raise UsageFailure(f"--output-format {output_format} cannot be used with stdin: `fix -` writes the fixed code to stdout")
             source = _read_stdin()
             if force_exclude and stdin_filename and _stdin_excluded(stdin_filename, resolver):
                 _write_stdout(source, source.text)
@@ -261,7 +268,7 @@ def fix(
         result = fix_paths(paths, resolver, apply=apply, force_exclude=force_exclude)
     except ConfigError as exc:
         raise UsageFailure(str(exc)) from None
-    raise typer.Exit(emit_fix(result, apply=apply))
+    raise typer.Exit(emit_fix(result, apply=apply, output_format=output_format, output_file=output_file, paths=paths))
 
 
 # -- verify ------------------------------------------------------------------------------------

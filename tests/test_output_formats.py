@@ -245,7 +245,7 @@ def test_full_quiet_prints_only_the_summary(project):
 
 
 # -- options shared by every format ------------------------------------------------------------------
-@pytest.mark.parametrize("fmt", ["full", "concise", "json", "sarif", "github"])
+@pytest.mark.parametrize("fmt", ["full", "concise", "json", "sarif", "github", "markdown"])
 def test_every_format_through_a_pipe_at_narrow_width(project, fmt):
     r = speedlint("check", "src", "--output-format", fmt, cwd=project, columns=40)
     assert r.returncode == 1, r.stderr
@@ -257,9 +257,11 @@ def test_every_format_through_a_pipe_at_narrow_width(project, fmt):
         assert wide.stdout == r.stdout  # the terminal width changes nothing
     if fmt in ("concise", "github"):
         assert len(r.stdout.splitlines()) == 1
+    if fmt == "markdown":  # a document: the terminal width changes nothing either
+        assert speedlint("check", "src", "--output-format", fmt, cwd=project, columns=300).stdout == r.stdout
 
 
-@pytest.mark.parametrize("fmt", ["full", "concise", "json", "sarif", "github"])
+@pytest.mark.parametrize("fmt", ["full", "concise", "json", "sarif", "github", "markdown"])
 def test_output_file(project, fmt):
     out = project / "reports" / f"report.{fmt}"
     r = speedlint("check", "src", "--output-format", fmt, "--output-file", out, cwd=project)
@@ -294,7 +296,7 @@ def test_statistics(project):
 
 
 # -- stdin ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("fmt", ["concise", "json", "sarif", "github", "full"])
+@pytest.mark.parametrize("fmt", ["concise", "json", "sarif", "github", "markdown", "full"])
 def test_check_stdin(project, fmt):
     r = speedlint("check", "-", "--stdin-filename", "train.py", "--output-format", fmt, cwd=project, input=BAD)
     assert r.returncode == 1, r.stderr
@@ -302,6 +304,8 @@ def test_check_stdin(project, fmt):
     assert "train.py" in r.stdout
     if fmt == "concise":
         assert r.stdout.startswith(f"train.py:{BAD_LINE}:{BAD_COL}: SPD401 ")
+    if fmt == "markdown":  # the stdin file name in the findings and in the commands
+        assert f"`train.py:{BAD_LINE}:{BAD_COL}`" in r.stdout and "speedlint fix train.py --apply" in r.stdout
     if fmt == "sarif":
         doc = json.loads(r.stdout)
         _validate_sarif(doc)

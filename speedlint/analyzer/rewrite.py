@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional, Sequence
@@ -28,10 +29,15 @@ class FixRun:
         return [o for o in self.outcomes if o.changed]
 
 
+_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
 def unified_diff(outcome: FixOutcome) -> str:
-    a = outcome.original.splitlines(keepends=True)
-    b = outcome.fixed.splitlines(keepends=True)
-    return "".join(difflib.unified_diff(a, b, fromfile=f"a/{outcome.path}", tofile=f"b/{outcome.path}"))
+    a = _LINES.findall(outcome.original)  # lines end at line breaks only (not at form feeds)
+    b = _LINES.findall(outcome.fixed)
+    lines = difflib.unified_diff(a, b, fromfile=f"a/{outcome.path}", tofile=f"b/{outcome.path}")
+    # a last line without a line break gets one and a marker, as `diff` and git write it
+    return "".join(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
 def fix_source_file(path: Path, shown: str, resolver: SettingsResolver, apply: bool, seeds: "Optional[FileSeeds]" = None) -> tuple:  # type: ignore[type-arg]

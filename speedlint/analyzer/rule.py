@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import enum
 import inspect
+import re
+import sys
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, Sequence, Tuple, Union
 
@@ -255,8 +257,22 @@ class Rule(cst.BatchableCSTVisitor):
         return parts[-2] if len(parts) >= 2 else ""
 
     @classmethod
+    def category_title(cls) -> str:
+        """The bottleneck class the rule belongs to: the first line of its category package's
+        docstring (`speedlint/rules/data/__init__.py`: "Input pipeline"), else the category."""
+        package = sys.modules.get(cls.__module__.rpartition(".")[0])
+        doc = inspect.getdoc(package) if package is not None else None
+        return doc.splitlines()[0].strip() if doc else cls.category()
+
+    @classmethod
     def docs(cls) -> str:
         return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def doc_section(cls, title: str) -> str:
+        """The body of one `## title` section of the documentation ("" when there is none)."""
+        m = re.search(rf"^##\s+{re.escape(title)}\s*$(?P<body>.*?)(?=^##\s|\Z)", cls.docs(), re.M | re.S)
+        return m.group("body").strip() if m else ""
 
     @classmethod
     def can_fire_on(cls, text: str) -> bool:

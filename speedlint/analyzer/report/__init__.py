@@ -1,6 +1,6 @@
 """All terminal and file output. Nothing else in speedlint prints.
 
-Machine formats (json, sarif, github, concise) are written as plain text: never wrapped or
+Machine formats (json, sarif, github, concise, markdown) are written as plain text: never wrapped or
 coloured, whatever the terminal width, through a pipe or not.
 """
 
@@ -19,7 +19,8 @@ from rich.text import Text
 
 from speedlint.analyzer.report.text import concise_lines, print_full, print_statistics
 
-FORMATS = ("full", "concise", "json", "sarif", "github")
+FORMATS = ("full", "concise", "json", "sarif", "github", "markdown")
+FIX_FORMATS = ("full", "markdown")
 
 
 def _console(out: TextIO, plain: bool = False, stderr: bool = False) -> Console:
@@ -51,8 +52,10 @@ def emit_check(
     quiet: bool = False,
     statistics: bool = False,
     unsafe_fixes: bool = False,
+    paths: Sequence[str] = (".",),
 ) -> int:
-    """Print a check result; returns the exit code for it (0 clean, 1 findings, 2 errors)."""
+    """Print a check result; returns the exit code for it (0 clean, 1 findings, 2 errors).
+    `paths`: what was checked, as given (the markdown document's commands name them)."""
     if output_format not in FORMATS:  # the command line checks it first, with a usage error
         raise ValueError(f"unknown output format `{output_format}` (choose from {', '.join(FORMATS)})")
     for missing in result.missing:
@@ -83,6 +86,10 @@ def emit_check(
 
             for line in github_lines(findings, diagnostics):
                 out.write(line + "\n")
+        elif output_format == "markdown" and (result.files or not result.missing):
+            from speedlint.analyzer.report.markdown import check_document
+
+            out.write(check_document(result, paths))
     if result.profile is not None:
         print_profile(result.profile)
     return _exit_code(result)
@@ -171,18 +178,43 @@ def print_profile(profile) -> None:  # type: ignore[no-untyped-def]
 
 
 # -- fix -------------------------------------------------------------------------------------
-def emit_fix(run, apply: bool) -> int:  # type: ignore[no-untyped-def]
+def _fix_exit_code(run, apply: bool) -> int:  # type: ignore[no-untyped-def]
+    failed = ("internal-error", "write-error")
+    if run.missing or any(d.kind in failed for o in run.outcomes for d in o.diagnostics) or any(d.kind in failed for d in run.diagnostics):
+        return 2
+    if apply:
+        return 0
+    return 1 if run.changed else 0
+
+
+def emit_fix(
+    run,  # type: ignore[no-untyped-def]
+    apply: bool,
+    output_format: str = "full",
+    output_file: Optional[Path] = None,
+    paths: Sequence[str] = (".",),
+) -> int:
+    """Show a fix run: `full` writes the diff (preview) to stdout and a summary to stderr;
+    `markdown` writes one document (the diffs, or with `apply` what was written)."""
     from collections import Counter
 
     from speedlint.analyzer.rewrite import unified_diff
 
-    out = sys.stdout
-    err = _console(sys.stderr, stderr=True)
+    if output_format not in FIX_FORMATS:  # the command line checks it first, with a usage error
+        raise ValueError(f"unknown output format `{output_format}` (choose from {', '.join(FIX_FORMATS)})")
     for missing in run.missing:
         sys.stderr.write(f"speedlint: error: {missing}: no such file or directory\n")
+    if output_format == "markdown":
+        from speedlint.analyzer.report.markdown import fix_document
+
+        with _output(output_file) as out:
+            out.write(fix_document(run, apply, paths))
+        return _fix_exit_code(run, apply)
+    err = _console(sys.stderr, stderr=True)
     if not apply:
-        for outcome in run.changed:
-            out.write(unified_diff(outcome))
+        with _output(output_file) as out:
+            for outcome in run.changed:
+                out.write(unified_diff(outcome))
     for outcome in run.outcomes:
         for d in outcome.diagnostics:
             err.print(Text.assemble((d.path, "bold"), ": ", (d.kind, "red"), f": {d.message}"))
@@ -205,13 +237,7 @@ def emit_fix(run, apply: bool) -> int:  # type: ignore[no-untyped-def]
     unsafe = sum(o.unsafe_available for o in run.outcomes)
     if unsafe:
         err.print(Text(f"{unsafe} unsafe fix{'es' if unsafe != 1 else ''} available with `--unsafe-fixes`.", style="dim"))
-    if run.missing or any(d.kind in ("internal-error", "write-error") for o in run.outcomes for d in o.diagnostics) or any(
-        d.kind in ("internal-error", "write-error") for d in run.diagnostics
-    ):
-        return 2
-    if apply:
-        return 0
-    return 1 if run.changed else 0
+    return _fix_exit_code(run, apply)
 
 
 # -- rules / explain ---------------------------------------------------------------------------

@@ -36,11 +36,6 @@ def sarif_level(impact_level: int) -> str:
     return LEVELS.get(impact_level, "warning")
 
 
-def _section(doc: str, title: str) -> str:
-    m = re.search(rf"^##\s+{re.escape(title)}\s*$(?P<body>.*?)(?=^##\s|\Z)", doc, re.M | re.S)
-    return m.group("body").strip() if m else ""
-
-
 def _first_sentence(text: str) -> str:
     flat = " ".join(text.split())
     m = re.match(r"(.+?[.!?])(\s|$)", flat)
@@ -49,7 +44,7 @@ def _first_sentence(text: str) -> str:
 
 def rule_descriptor(rule: Type[Rule]) -> Dict[str, Any]:
     doc = rule.docs()
-    what = _section(doc, "What it does") or doc or rule.name
+    what = rule.doc_section("What it does") or doc or rule.name
     short = _first_sentence(what) or rule.name
     return {
         "id": rule.code,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Dict, List, Sequence, TextIO
+from typing import Dict, List, Sequence, TextIO, Tuple
 
 from rich.console import Console
 from rich.markup import escape
@@ -18,6 +18,23 @@ LEVEL_STYLE = {HIGH: "bold red", MEDIUM: "yellow", LOW: "cyan"}
 def snippet(source: str, line: int) -> str:
     lines = source.splitlines()
     return lines[line - 1].rstrip() if 0 < line <= len(lines) else ""
+
+
+def ranked_by_rule(findings: Sequence[Finding]) -> List[List[Finding]]:
+    """The findings per rule, the costliest rule first (highest impact, then most findings, then
+    code); each rule's findings by impact, then position."""
+    groups: Dict[str, List[Finding]] = defaultdict(list)
+    for f in findings:
+        groups[f.code].append(f)
+    order = sorted(groups.values(), key=lambda fs: (-max(x.impact.level for x in fs), -len(fs), fs[0].code))
+    return [sorted(fs, key=lambda x: (-x.impact.level, x.sort_key())) for fs in order]
+
+
+def fix_counts(findings: Sequence[Finding]) -> Tuple[int, int]:
+    """(safe, unsafe): how many findings `fix --apply` (and `--unsafe-fixes`) would change."""
+    applicable = [f.fix for f in findings if f.fix is not None and f.fix.applicable]
+    unsafe = sum(1 for fix in applicable if fix.applicability is UNSAFE)
+    return len(applicable) - unsafe, unsafe
 
 
 def fix_label(f: Finding) -> str:
@@ -73,19 +90,14 @@ def print_summary(console: Console, findings: Sequence[Finding], diagnostics: Se
         table.add_column("name", no_wrap=True, overflow="ellipsis")
         table.add_column("count", justify="right", no_wrap=True)
         table.add_column("typically", overflow="fold", ratio=1)
-        groups: Dict[str, List[Finding]] = defaultdict(list)
-        for f in findings:
-            groups[f.code].append(f)
-        order = sorted(groups.values(), key=lambda fs: (-max(x.impact.level for x in fs), -len(fs), fs[0].code))
-        for fs in order:
-            top = max(fs, key=lambda x: x.impact.level)
+        for fs in ranked_by_rule(findings):
+            top = fs[0]
             table.add_row(
                 Text(top.impact.level_name, style=LEVEL_STYLE.get(top.impact.level, "")),
                 top.code, top.name, str(len(fs)), escape(top.impact.typical),
             )
         console.print(table)
-    safe = sum(1 for f in findings if f.fix is not None and f.fix.applicable and f.fix.applicability is not UNSAFE)
-    unsafe = sum(1 for f in findings if f.fix is not None and f.fix.applicable and f.fix.applicability is UNSAFE)
+    safe, unsafe = fix_counts(findings)
     parts = [f"Found {len(findings)} finding{'s' if len(findings) != 1 else ''}"]
     errors = [d for d in diagnostics if d.kind != "warning"]
     if errors:

@@ -1,1 +1,4 @@
-"""backend"""
+"""Backend and debugging leftovers
+
+The cuDNN autotuner switched off, anomaly detection and profilers left on, `DataParallel`.
+"""

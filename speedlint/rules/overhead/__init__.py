@@ -1,1 +1,4 @@
-"""overhead"""
+"""Python overhead
+
+Per-sample Python loops over the batch dimension.
+"""
