@@ -1575,16 +1575,18 @@ class Hotness:
                 m = p.modules[mid]
                 seeds = out.setdefault(m.shown, FileSeeds())
                 seeds.project.setdefault("scalars", {})[str(p.local_index[fid])] = sorted(names)
-        # project-wide cuDNN facts (SPD701), for the files that train or touch cudnn settings
-        conv = any(m.summary.get("conv") for m in p.modules)
+        # cuDNN facts (SPD701), for the files that train or touch cudnn settings: whether the
+        # program a file belongs to (it and the project modules it imports, or that import it)
+        # builds convolutions; and, project-wide, whether the autotuner is switched on anywhere
         benchmark_on = any(m.summary.get("benchmark_on") for m in p.modules)
         fixed_shapes = any(m.summary.get("fixed_shapes") for m in p.modules)
         step_modules = {mid for mid, _, _ in self.step_loops}
         called = self._called_from_other_modules()
+        conv_of = self._conv_reach()
         for m in p.modules:
             if m.id in step_modules or m.summary.get("cudnn_text"):
                 seeds = out.setdefault(m.shown, FileSeeds())
-                seeds.project["cudnn"] = [conv, benchmark_on, bool(step_modules), fixed_shapes]
+                seeds.project["cudnn"] = [conv_of[m.id], benchmark_on, bool(step_modules), fixed_shapes]
         for fid in called:
             mid = p.functions[fid][0]
             if p.modules[mid].summary.get("cudnn_text"):
@@ -1619,6 +1621,41 @@ class Hotness:
             if makers:
                 out.setdefault(m.shown, FileSeeds()).project["models"] = sorted(makers)
         return out
+
+    def _conv_reach(self) -> List[bool]:
+        """Per module: it, a project module it imports (transitively), or one importing it builds
+        convolutions. A folder of independent scripts (one MLP agent next to conv agents) is not
+        one program."""
+        p = self.p
+        deps: List[Set[int]] = [set() for _ in p.modules]
+        for m in p.modules:
+            for name, imp in m.summary["imports"].items():
+                if imp[0] == "mod":
+                    target = p._find_module(m.id, imp[1], 0)
+                else:
+                    target = p._find_module(m.id, imp[1], imp[2])
+                    sub = p._find_module(m.id, f"{imp[1]}.{imp[3]}" if imp[1] else imp[3], imp[2])
+                    if sub is not None:
+                        deps[m.id].add(sub)
+                if target is not None and target != m.id:
+                    deps[m.id].add(target)
+        reach: List[bool] = []
+        for m in p.modules:
+            seen, todo, found = {m.id}, [m.id], False
+            while todo and not found:
+                cur = todo.pop()
+                found = bool(p.modules[cur].summary.get("conv"))
+                for nxt in deps[cur]:
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        todo.append(nxt)
+            reach.append(found)
+        importers: List[Set[int]] = [set() for _ in p.modules]
+        for mid, targets in enumerate(deps):
+            for t in targets:
+                importers[t].add(mid)
+        # a seeding helper in `utils.py` belongs to the scripts that import it
+        return [r or any(reach[i] for i in importers[mid]) for mid, r in enumerate(reach)]
 
     def _module_makers(self, mid: int) -> Set[str]:
         """The callees (as written in this file: `Tacotron`, `build_model`, `models.resnet50`)

@@ -27,6 +27,11 @@ _MAX_DEPTH = 12
 Scope = Optional[cst.CSTNode]  # a FunctionDef, a ClassDef (class body), or None (module)
 
 
+#: Functions that build an instance of the dataclass they are given from the command line or a
+#: mapping (`tyro.cli(Args)`, `simple_parsing.parse(Args)`, `OmegaConf.structured(Args)`).
+_DATACLASS_PARSERS = frozenset({"cli", "parse", "structured", "from_dict"})
+
+
 @dataclass(frozen=True)
 class Value:
     """The possible values of an expression (several when it goes through a conditional)."""
@@ -470,9 +475,18 @@ class ValueTracer:
         if isinstance(expr, cst.Name):
             _, bound = self._bindings(expr)
             if len(bound) == 1 and isinstance(bound[0], cst.Call):
-                callee = dotted(bound[0].func)
-                if callee in self.facts.class_defs and len(self.facts.class_defs[callee]) == 1 and not bound[0].args:
+                call = bound[0]
+                callee = dotted(call.func)
+                if callee in self.facts.class_defs and len(self.facts.class_defs[callee]) == 1 and not call.args:
                     return self.facts.class_defs[callee][0]
+                # `args = tyro.cli(Args)`: an `Args` with its defaults unless the command line says otherwise
+                first = call.args[0].value if call.args and call.args[0].keyword is None else None
+                if (
+                    (callee or "").rsplit(".", 1)[-1] in _DATACLASS_PARSERS
+                    and isinstance(first, cst.Name)
+                    and len(self.facts.class_defs.get(first.value, ())) == 1
+                ):
+                    return self.facts.class_defs[first.value][0]
         return None
 
     def _class_attribute(self, cls: cst.ClassDef, attr: str, depth: int) -> Optional[Value]:

@@ -141,10 +141,14 @@ class CudnnAutotunerDisabled(Rule):
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             q = self.ctx.qualname(target.target) if isinstance(target.target, cst.Attribute) else None
+            value = self.ctx.code(node.value)
+            literal = value in ("True", "False")
             if q == BENCHMARK and self._constant(node.value) is False:
-                self._check(node, "`cudnn.benchmark = False` disables the cuDNN autotuner")
+                shown = "`cudnn.benchmark = False`" if literal else f"`cudnn.benchmark = {value}` (False by default)"
+                self._check(node, f"{shown} disables the cuDNN autotuner")
             elif q == DETERMINISTIC and self._constant(node.value) is True:
-                self._check(node, "`cudnn.deterministic = True` restricts cuDNN to deterministic (often slower) algorithms")
+                shown = "`cudnn.deterministic = True`" if literal else f"`cudnn.deterministic = {value}` (True by default)"
+                self._check(node, f"{shown} restricts cuDNN to deterministic (often slower) algorithms")
 
     def _constant(self, expr: cst.BaseExpression) -> Optional[bool]:
         """A literal `True`/`False`, or a module-level constant holding one; None for anything else."""
@@ -162,6 +166,11 @@ class CudnnAutotunerDisabled(Rule):
                             writes.append(small)
             if len(writes) == 1 and isinstance(writes[0].value, cst.Name) and writes[0].value.value in ("True", "False"):
                 return writes[0].value.value == "True"
+        # `args.torch_deterministic`: an option or config field; its default decides (an opt-in
+        # `--deterministic` flag defaults to False and is not flagged)
+        traced = self.ctx.values.resolve(expr)
+        if traced is not None and traced.options and all(isinstance(v, bool) for v in traced.options) and len(set(traced.options)) == 1:
+            return bool(traced.options[0])
         return None
 
     def _check(self, node: cst.Assign, message: str) -> None:
