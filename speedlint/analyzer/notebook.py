@@ -79,7 +79,7 @@ class NotebookError(SourceError):
 
 
 def is_notebook(path: Union[str, Path]) -> bool:
-    return str(path).lower().endswith(NOTEBOOK_SUFFIX)
+    return str(path).endswith(NOTEBOOK_SUFFIX)
 
 
 def checked_text(data: bytes, path: Union[str, Path]) -> Tuple[str, Optional["Notebook"]]:
@@ -215,10 +215,6 @@ class Cell:
         endings = [e for _, e in self.lines if e]
         return max(set(endings), key=endings.count) if endings else "\n"
 
-    def owns(self, line: int) -> bool:
-        """Whether analysed-text line `line` is one of its lines."""
-        return self.python and self.start <= line < self.start + len(self.lines)
-
 
 def _classify(cell: Cell) -> None:
     """Find the cell's IPython lines, or decide that it is not Python at all."""
@@ -291,9 +287,8 @@ _MARKER = "pass  # speedlint notebook cell {}"
 class Notebook:
     """A parsed notebook: its code cells, the text analysed for it, and how to write it back."""
 
-    def __init__(self, raw: str, doc: Dict[str, Any], cells: List[Cell], bom: bool) -> None:
+    def __init__(self, raw: str, cells: List[Cell], bom: bool) -> None:
         self.raw = raw  # the file's JSON text
-        self.doc = doc
         self.cells = cells  # code cells, in order
         self.bom = bom
         lines: List[str] = []
@@ -366,7 +361,7 @@ class Notebook:
                 if cell.python:
                     _check_syntax(cell)
             cells.append(cell)
-        return cls(raw, doc, cells, bom)
+        return cls(raw, cells, bom)
 
     @property
     def problems(self) -> List[str]:
