@@ -89,12 +89,9 @@ def relative_path(path: str, base: Path) -> str:
 def _source_of(path: str, sources: Dict[str, Optional[str]]) -> str:
     text = sources.get(path)
     if text is None:
-        from speedlint.analyzer.sources import SourceError, read_source
+        from speedlint.analyzer.notebook import read_checked_text
 
-        try:
-            text = read_source(path).text
-        except SourceError:
-            text = ""
+        text = read_checked_text(path)  # a notebook: the text its findings' lines refer to
     return text
 
 
@@ -112,12 +109,13 @@ class _Keyer:
             self._lines[f.path] = code_lines(_source_of(f.path, self.sources))
             self._paths[f.path] = relative_path(f.path, self.base)
         lines = self._lines[f.path]
-        content = lines[f.line - 1] if 0 < f.line <= len(lines) else ""
+        line = f.source_line
+        content = lines[line - 1] if 0 < line <= len(lines) else ""
         return (f.code, self._paths[f.path], content)
 
 
 def _ordered(findings: Sequence[Finding]) -> List[Finding]:
-    return sorted(findings, key=lambda f: (f.path, f.line, f.column, f.code))
+    return sorted(findings, key=Finding.sort_key)
 
 
 def entries_for(findings: Sequence[Finding], base: Path, sources: Dict[str, Optional[str]]) -> List[Entry]:

@@ -98,7 +98,7 @@ def finding_to_json(f: Finding) -> List[Any]:
         fix = [s.title, s.applicability.value, s.applicable, [[i.module, i.obj] for i in s.imports]]
     edits = [[e.line, e.column, e.end_line, e.end_column, e.content] for e in f.edits]
     related = [list(r) for r in f.related]
-    return [f.code, f.name, f.message, f.line, f.column, f.end_line, f.end_column, _impact_json(f.impact), fix, edits, f.status.value, related]
+    return [f.code, f.name, f.message, f.line, f.column, f.end_line, f.end_column, _impact_json(f.impact), fix, edits, f.status.value, related, f.cell, f.cell_offset]
 
 
 def finding_from_json(v: List[Any], path: str) -> Finding:
@@ -119,8 +119,16 @@ def finding_from_json(v: List[Any], path: str) -> Finding:
         fix=fix,
         edits=tuple(Edit(*e) for e in v[9]),
         status=Status(v[10]),
-        related=tuple((str(p), int(n), str(t)) for p, n, t in (v[11] if len(v) > 11 else ())),
+        related=tuple(_hop_load(r) for r in (v[11] if len(v) > 11 else ())),
+        cell=int(v[12]) if len(v) > 12 and v[12] is not None else None,
+        cell_offset=int(v[13]) if len(v) > 13 else 0,
     )
+
+
+def _hop_load(r: List[Any]) -> Tuple[Any, ...]:
+    """A call site of `Finding.related`: (path, line, call), and the cell in a notebook."""
+    hop = (str(r[0]), int(r[1]), str(r[2]))
+    return hop + (int(r[3]),) if len(r) > 3 and r[3] is not None else hop
 
 
 class CachedResult:

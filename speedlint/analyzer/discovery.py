@@ -25,6 +25,9 @@ DEFAULT_EXCLUDES = (
     "_build", "buck-out", "build", "dist", "node_modules", "site-packages",
 )
 PYTHON_SUFFIXES = (".py", ".pyi")
+#: Jupyter notebooks (`speedlint.analyzer.notebook`) are checked too, like ruff does.
+NOTEBOOK_SUFFIXES = (".ipynb",)
+CHECKED_SUFFIXES = PYTHON_SUFFIXES + NOTEBOOK_SUFFIXES
 
 #: (patterns, the folder they are relative to) for a folder.
 ExcludesFor = Callable[[Path], Tuple[Sequence[str], Path]]
@@ -154,7 +157,7 @@ def discover(
     force_exclude: bool = False,
     excludes_for: Optional[ExcludesFor] = None,
 ) -> Discovery:
-    """Python files under `paths`. Files named explicitly are kept unless `force_exclude`.
+    """Python files and notebooks under `paths`. Files named explicitly are kept unless `force_exclude`.
 
     `excludes_for(folder)` gives the patterns that apply in a folder and the folder they are
     relative to; without it, `exclude` (default list when None) relative to `root` applies everywhere.
@@ -204,6 +207,6 @@ def _walk(top: Path, ignorer: _Ignorer) -> Iterable[Path]:
             if is_dir:
                 if not entry.is_symlink() and not ignorer.excluded(path, True):
                     subdirs.append(path)
-            elif entry.name.endswith(PYTHON_SUFFIXES) and not ignorer.excluded(path, False):
+            elif entry.name.endswith(CHECKED_SUFFIXES) and not ignorer.excluded(path, False):
                 yield path
         stack.extend(reversed(subdirs))

@@ -883,7 +883,7 @@ def _chain(ctx: FileContext, node: cst.CSTNode, code: str) -> Tuple[str, Tuple[T
         return "", ()
     here = ctx.position(node).start.line
     hops = " -> ".join(h.text() for h in chain)
-    return f" (runs {_HOT_WORDS.get(kind, kind)}: {hops} -> {ctx.path}:{here})", tuple((h.path, h.line, h.label) for h in chain)
+    return f" (runs {_HOT_WORDS.get(kind, kind)}: {hops} -> {ctx.path}:{here})", tuple(h.related() for h in chain)
 
 
 def _finding(ctx: FileContext, rule: Rule, report, timed: bool = False) -> Tuple[Finding, float]:  # type: ignore[no-untyped-def]

@@ -24,12 +24,16 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Ty
 
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.engine import FileResult, Profile, analyze_text
+from speedlint.analyzer.notebook import NOTEBOOK_SUFFIX, checked_text, locate_chains
 from speedlint.analyzer.program import FileSeeds
 from speedlint.analyzer.rule import Diagnostic, Rule
-from speedlint.analyzer.sources import SourceError, decode, read_source
+from speedlint.analyzer.sources import SourceError, read_source
 
 if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.cache import ResultCache
+
+#: The files that take part in the whole-program model: modules and notebooks.
+_PROGRAM_SUFFIXES = (".py", NOTEBOOK_SUFFIX)
 
 #: Below either threshold the files are analysed in-process: a pool would cost more than it saves.
 MIN_PARALLEL_FILES = 16
@@ -89,7 +93,7 @@ def analyze_job(job: Job, profile: Optional[Profile]) -> Tuple[FileResult, Optio
     try:
         data = read_bytes(job.path)
         digest = content_hash(data)
-        text = decode(data, job.shown).text
+        text, notebook = checked_text(data, job.path)
     except SourceError as exc:
         return FileResult(job.shown, diagnostics=[Diagnostic(job.shown, str(exc))]), digest
     finally:
@@ -102,9 +106,12 @@ def analyze_job(job: Job, profile: Optional[Profile]) -> Tuple[FileResult, Optio
         findings = [f.portable() for f in apply_suppressions(analysis.findings, text, job.settings, job.shown)]
         if profile is not None and analysis.findings:
             profile.add("suppressions", time.perf_counter() - t)
+        diagnostics = analysis.diagnostics
+        if notebook is not None:  # positions in cells; the cells skipped for a syntax error
+            findings, diagnostics = notebook.locate(findings, diagnostics, job.shown)
     except Exception as exc:  # a bug in a rule must not stop the run, nor hide the other files
         return FileResult(job.shown, diagnostics=[Diagnostic(job.shown, f"internal error while analysing: {exc!r}; please report this bug", "internal-error")]), digest
-    result = FileResult(job.shown, findings, analysis.diagnostics, text if findings else None, analysis.ctx is not None)
+    result = FileResult(job.shown, findings, diagnostics, text if findings else None, analysis.ctx is not None)
     if analysis.ctx is not None:
         # The per-file caches on the context (data flow, loader facts ...) refer back to it: drop
         # them so the trees are freed now, by reference counting, not at the next full collection.
@@ -143,7 +150,7 @@ def _summarize(items: List[Tuple[int, str, Tuple[str, ...]]]) -> List[Tuple[int,
     for index, path, codes in items:
         try:
             data = read_bytes(path)
-            text = decode(data, path).text
+            text, notebook = checked_text(data, path)
         except (SourceError, OSError):
             out.append((index, None, None, None))
             continue
@@ -151,6 +158,11 @@ def _summarize(items: List[Tuple[int, str, Tuple[str, ...]]]) -> List[Tuple[int,
             summary, enabled = summarize_and_prelook(text, _rules(codes))
         except Exception:  # a bug here must not stop the run: the file is analysed as before
             summary, enabled = None, None
+        if notebook is not None:
+            if summary is not None:
+                summary["cells"] = notebook.line_table()  # to place chains through it in cells
+            if notebook.problems:
+                enabled = None  # its skipped cells are reported by the analysis
         out.append((index, content_hash(data), summary, tuple(r.code for r in enabled) if enabled is not None else None))
     return out
 
@@ -177,7 +189,7 @@ def program_seeds(
     digests: Dict[int, str] = {}
     if cache is not None:  # an unchanged program: its link is answered from the cache too
         for index, (path, _) in enumerate(files):
-            if path.suffix == ".py":
+            if path.suffix in _PROGRAM_SUFFIXES:
                 try:
                     digests[index] = content_hash(read_bytes(str(path)))
                 except (SourceError, OSError):
@@ -189,7 +201,7 @@ def program_seeds(
                 profile.add("program link", time.perf_counter() - t)
             return {index_of[shown]: s for shown, s in linked.items() if shown in index_of}, {}
     for index, (path, _) in enumerate(files):
-        if path.suffix != ".py":
+        if path.suffix not in _PROGRAM_SUFFIXES:
             continue
         if cache is not None:
             if index not in digests:
@@ -225,6 +237,7 @@ def program_seeds(
                 hints[index] = enabled
     t1 = time.perf_counter()
     by_shown = link([(os.path.abspath(files[i][0]), files[i][1], s) for i, s in sorted(summaries.items())])
+    locate_chains(by_shown, {files[i][1]: s["cells"] for i, s in summaries.items() if "cells" in s})
     if cache is not None:
         cache.save_program(_program_key(files, digests), by_shown)
     index_of = {shown: i for i, (_, shown) in enumerate(files)}
@@ -380,7 +393,7 @@ def check_files(
                 source = None
                 if hit.findings:
                     try:
-                        source = decode(data, shown).text
+                        source = checked_text(data, path)[0]
                     except SourceError:
                         source = None
                 results[index] = FileResult(shown, hit.findings, hit.diagnostics, source, hit.parsed)

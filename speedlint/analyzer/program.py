@@ -643,9 +643,15 @@ class Hop:
     path: str
     line: int
     label: str
+    cell: Optional[int] = None  # in a notebook: the cell, and `line` is a line of it
 
     def text(self) -> str:
-        return f"{self.path}:{self.line} `{self.label}`"
+        where = f"cell {self.cell}:{self.line}" if self.cell is not None else str(self.line)
+        return f"{self.path}:{where} `{self.label}`"
+
+    def related(self) -> Tuple[Any, ...]:
+        """As `Finding.related` holds it."""
+        return (self.path, self.line, self.label) if self.cell is None else (self.path, self.line, self.label, self.cell)
 
 
 @dataclass
@@ -675,7 +681,7 @@ class FileSeeds:
 
     def to_json(self) -> List[Any]:
         return [
-            [[i, {k: [[h.path, h.line, h.label] for h in c] for k, c in sorted(v.items())}] for i, v in sorted(self.functions.items())],
+            [[i, {k: [list(h.related()) for h in c] for k, c in sorted(v.items())}] for i, v in sorted(self.functions.items())],
             list(self.step_loops), self.gpu, self.project,
         ]
 

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional, Sequence
 
 from speedlint.analyzer.fixing import FixOutcome, fix_text
+from speedlint.analyzer.notebook import is_notebook
+from speedlint.analyzer.notebook_fix import NotebookFixOutcome, fix_notebook_file, fix_notebook_text
 from speedlint.analyzer.rule import Diagnostic
 from speedlint.analyzer.runner import SettingsResolver, collect_files, display_path, rules_for
 from speedlint.analyzer.sources import SourceError, read_source, write_atomic
@@ -33,6 +35,8 @@ _LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 
 
 def unified_diff(outcome: FixOutcome) -> str:
+    if isinstance(outcome, NotebookFixOutcome):
+        return outcome.diff()  # per changed cell, named `path:cell N`
     a = _LINES.findall(outcome.original)  # lines end at line breaks only (not at form feeds)
     b = _LINES.findall(outcome.fixed)
     lines = difflib.unified_diff(a, b, fromfile=f"a/{outcome.path}", tofile=f"b/{outcome.path}")
@@ -43,6 +47,9 @@ def unified_diff(outcome: FixOutcome) -> str:
 def fix_source_file(path: Path, shown: str, resolver: SettingsResolver, apply: bool, seeds: "Optional[FileSeeds]" = None) -> tuple:  # type: ignore[type-arg]
     """Fix one file; returns (outcome or None, diagnostics, written?). `seeds`: what the whole
     program says about it (`speedlint.analyzer.program`), so that `fix` sees what `check` sees."""
+    if is_notebook(path):
+        settings = resolver.for_file(path)
+        return fix_notebook_file(path, shown, rules_for(settings), settings, apply, seeds)
     try:
         source = read_source(path)
     except SourceError as exc:
@@ -79,4 +86,6 @@ def fix_paths(paths: Sequence[str], resolver: SettingsResolver, apply: bool, for
 
 def fix_stdin(text: str, filename: str, resolver: SettingsResolver) -> FixOutcome:
     settings = resolver.for_file(Path(filename))
+    if is_notebook(filename):  # stdin holds the notebook's JSON: so does the output
+        return fix_notebook_text(text, filename, rules_for(settings), settings)
     return fix_text(text, filename, rules_for(settings), settings, unsafe=settings.unsafe_fixes)

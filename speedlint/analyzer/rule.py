@@ -180,8 +180,13 @@ class Finding:
     fix: Optional[Union[Fix, FixSummary]] = None
     edits: Tuple[Edit, ...] = ()
     status: Status = Status.STABLE
-    #: the hot call chain that makes it costly, call site by call site: (path, line, what is called)
-    related: Tuple[Tuple[str, int, str], ...] = ()
+    #: the hot call chain that makes it costly, call site by call site: (path, line, what is
+    #: called), plus the cell number when the call site is in a notebook (the line is then in the cell)
+    related: Tuple[Tuple[Any, ...], ...] = ()
+    #: in a notebook: the cell's number (1-based, every cell counted) and the lines above it in the
+    #: analysed text; `line`/`end_line` (and the edits' lines) are then lines of the cell
+    cell: Optional[int] = None
+    cell_offset: int = 0
 
     def portable(self) -> "Finding":
         """This finding with its fix reduced to a `FixSummary` (picklable, cacheable)."""
@@ -191,10 +196,18 @@ class Finding:
 
     @property
     def location(self) -> str:
+        """`path:line:col`; `path:cell N:line:col` in a notebook."""
+        if self.cell is not None:
+            return f"{self.path}:cell {self.cell}:{self.line}:{self.column}"
         return f"{self.path}:{self.line}:{self.column}"
 
+    @property
+    def source_line(self) -> int:
+        """The finding's line in the text that was analysed (`FileResult.source`)."""
+        return self.line + self.cell_offset
+
     def sort_key(self) -> Tuple[Any, ...]:
-        return (self.path, self.line, self.column, self.code)
+        return (self.path, self.cell or 0, self.line, self.column, self.code)
 
 
 @dataclass(frozen=True)

@@ -193,6 +193,10 @@ def cache_root(resolver: SettingsResolver) -> Path:
 
 
 def check_stdin(text: str, filename: str, resolver: SettingsResolver) -> RunResult:
+    from speedlint.analyzer.notebook import check_notebook_text, is_notebook
+
     settings = resolver.for_file(Path(filename))
+    if is_notebook(filename):  # `--stdin-filename train.ipynb`: stdin holds the notebook's JSON
+        return RunResult(files=[check_notebook_text(text, filename, rules_for(settings), settings)])
     res = check_source(Source(text, "utf-8"), filename, rules_for(settings), settings)
     return RunResult(files=[res])

@@ -6,6 +6,13 @@ same arguments, environment and seeds, under the runner shim (`shim.py`). Runs a
 (before, after, before, after, ...). A run that exceeds the timeout is killed with its whole
 process group; stragglers of a finished run (DataLoader workers, helpers) are killed the same way.
 
+A notebook (`.ipynb`) is verified when it can run as a script: its code cells are exported, in
+order, to a script next to it in each copy (harmless magics such as `%matplotlib inline` left
+out, `%time stmt` run as `stmt`, `%%time`/`%%capture` cells run as their body), which runs from
+the notebook's folder, as Jupyter runs it. A notebook that needs IPython (shell escapes, other
+magics, `%%bash` cells, `get_ipython()`) or has a cell with a syntax error is refused
+(`VerifyError`, with the reason).
+
 This module never imports torch: only the shim, in the child process, does.
 """
 
@@ -189,26 +196,56 @@ def _tolerance_kind_for_fixes(fixes: Sequence[AppliedFix]) -> str:
 
 def _apply_fixes(root: Path, copy_root: Path, files: Sequence[Path], resolver) -> List[AppliedFix]:  # type: ignore[no-untyped-def]
     from speedlint.analyzer.fixing import fix_text
+    from speedlint.analyzer.notebook import Notebook, is_notebook
+    from speedlint.analyzer.notebook_fix import fix_notebook
     from speedlint.analyzer.runner import display_path, rules_for
     from speedlint.analyzer.sources import SourceError, read_source
 
     applied: List[AppliedFix] = []
     for path in files:
-        try:
-            source = read_source(path)
-        except SourceError:
-            continue
         settings = resolver.for_file(path)
         shown = display_path(path)
-        outcome = fix_text(source.text, shown, rules_for(settings), settings, unsafe=settings.unsafe_fixes)
-        if not outcome.changed:
-            continue
-        target = copy_root / path.relative_to(root)
-        target.write_bytes(source.encode(outcome.fixed))
+        if is_notebook(path):
+            try:
+                data = path.read_bytes()
+                nb_outcome = fix_notebook(data, shown, rules_for(settings), settings, unsafe=settings.unsafe_fixes)
+            except (OSError, SourceError):
+                continue
+            if not nb_outcome.changed or nb_outcome.data is None:
+                continue
+            (copy_root / path.relative_to(root)).write_bytes(nb_outcome.data)
+            outcome, where = nb_outcome, Notebook.parse(data).cell_of
+        else:
+            try:
+                source = read_source(path)
+            except SourceError:
+                continue
+            outcome = fix_text(source.text, shown, rules_for(settings), settings, unsafe=settings.unsafe_fixes)
+            if not outcome.changed:
+                continue
+            (copy_root / path.relative_to(root)).write_bytes(source.encode(outcome.fixed))
+            where = None
         for f in outcome.applied:
             fx = f.fix
-            applied.append(AppliedFix(shown, f.code, fx.title if fx else "", str(getattr(fx.applicability, "value", fx.applicability)).lower() if fx else "", f.line))
+            place, line = shown, f.line
+            got = where(f.line) if where is not None else None
+            if got is not None:  # a notebook: the cell and its line (for fixes of the first round)
+                place, line = f"{shown}:cell {got[0].number}", got[1]
+            applied.append(AppliedFix(place, f.code, fx.title if fx else "", str(getattr(fx.applicability, "value", fx.applicability)).lower() if fx else "", line))
     return applied
+
+
+def _exported(top: Path, rel: Path) -> Path:
+    """Export the notebook `top/rel` to a script next to it (`.NAME.ipynb.py`); its path."""
+    from speedlint.analyzer.notebook import Notebook, NotebookError
+
+    notebook = top / rel
+    target = notebook.with_name(f".{notebook.name}.py")
+    try:
+        target.write_text(Notebook.parse(notebook.read_bytes()).script(), encoding="utf-8")
+    except NotebookError as exc:
+        raise VerifyError(f"{rel}: cannot run this notebook as a script: {exc}") from None
+    return target
 
 
 # -- one run -----------------------------------------------------------------------------------
@@ -409,6 +446,14 @@ def verify(opts: VerifyOptions, resolver=None, progress: Optional[Progress] = No
     script = opts.script.resolve()
     if not script.is_file():
         raise VerifyError(f"{opts.script}: no such file")
+    from speedlint.analyzer.notebook import Notebook, NotebookError, is_notebook
+
+    notebook = is_notebook(script)
+    if notebook:  # refuse before copying anything when it cannot run as a script
+        try:
+            Notebook.parse(script.read_bytes()).script()
+        except (NotebookError, OSError) as exc:
+            raise VerifyError(f"{opts.script}: cannot run this notebook as a script: {exc}") from None
     after_file = opts.after.resolve() if opts.after is not None else None
     if after_file is not None and not after_file.is_file():
         raise VerifyError(f"{opts.after}: no such file")
@@ -433,8 +478,15 @@ def verify(opts: VerifyOptions, resolver=None, progress: Optional[Progress] = No
         _copy_tree(root, after_root)
         rel = script.relative_to(root)
         fixes: List[AppliedFix] = []
+        runs_of = {"before": before_root / rel, "after": after_root / rel}
+        if notebook:
+            runs_of["before"] = _exported(before_root, rel)
         if after_file is not None:
-            (after_root / rel).write_bytes(after_file.read_bytes())
+            if notebook and not is_notebook(after_file):  # a script to compare the notebook with
+                runs_of["after"] = after_root / rel.with_name(f".{rel.name}.py")
+                runs_of["after"].write_bytes(after_file.read_bytes())
+            else:
+                (after_root / rel).write_bytes(after_file.read_bytes())
             kind = "manual"
             try:
                 if after_file.read_text(errors="replace").count("autocast") > script.read_text(errors="replace").count("autocast"):
@@ -444,6 +496,8 @@ def verify(opts: VerifyOptions, resolver=None, progress: Optional[Progress] = No
         else:
             fixes = _apply_fixes(root, after_root, files, resolver)
             kind = _tolerance_kind_for_fixes(fixes)
+        if notebook and runs_of["after"].suffix != ".py":
+            runs_of["after"] = _exported(after_root, rel)
         tolerance = opts.tolerance if opts.tolerance is not None else TOLERANCES[kind]
         if opts.tolerance is not None:
             kind = "given"
@@ -476,7 +530,9 @@ def verify(opts: VerifyOptions, resolver=None, progress: Optional[Progress] = No
             for label, top, bucket in (("before", before_root, before_runs), ("after", after_root, after_runs)):
                 say(f"run {i + 1}/{opts.repeats}: {label} ...")
                 run_cwd = top / inside if inside is not None else cwd
-                r = run_once(top / rel, opts.args, run_cwd, env, work, label, i, opts)
+                if notebook:
+                    run_cwd = runs_of[label].parent  # a notebook runs from its folder, as in Jupyter
+                r = run_once(runs_of[label], opts.args, run_cwd, env, work, label, i, opts)
                 r.stderr_tail = r.stderr_tail.replace(str(top), str(root))  # show the user's paths
                 if r.error:
                     r.error = r.error.replace(str(top), str(root))

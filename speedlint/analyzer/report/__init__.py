@@ -122,7 +122,7 @@ def finding_json(f) -> Dict[str, Any]:  # type: ignore[no-untyped-def]
                 for e in f.edits
             ],
         }
-    return {
+    out = {
         "code": f.code,
         "name": f.name,
         "message": f.message,
@@ -138,8 +138,18 @@ def finding_json(f) -> Dict[str, Any]:  # type: ignore[no-untyped-def]
             "evidence": f.impact.evidence,
         },
         "fix": fix,
-        "chain": [{"filename": p, "location": {"row": n}, "call": t} for p, n, t in f.related],
+        "chain": [_hop_json(hop) for hop in f.related],
     }
+    if f.cell is not None:  # a notebook: rows (here and in the edits) are lines of this cell
+        out["cell"] = f.cell
+    return out
+
+
+def _hop_json(hop) -> Dict[str, Any]:  # type: ignore[no-untyped-def]
+    out = {"filename": hop[0], "location": {"row": hop[1]}, "call": hop[2]}
+    if len(hop) > 3:
+        out["cell"] = hop[3]
+    return out
 
 
 def json_document(findings, diagnostics) -> Dict[str, Any]:  # type: ignore[no-untyped-def]

@@ -35,13 +35,21 @@ def github_lines(findings: Sequence[Finding], diagnostics: Sequence[Diagnostic])
         for d in diagnostics
     ]
     for f in sorted(findings, key=Finding.sort_key):
-        props = [
-            ("file", Path(f.path).as_posix()),
-            ("line", f.line),
-            ("col", f.column),
-            ("endLine", f.end_line),
-            ("endColumn", f.end_column),
-            ("title", f"speedlint {f.code} ({f.name})"),
-        ]
-        lines.append(_command("notice" if f.impact.level <= LOW else "warning", props, f"{f.code} {f.message}"))
+        title = ("title", f"speedlint {f.code} ({f.name})")
+        if f.cell is not None:
+            # a notebook: GitHub would pin line N to line N of the file's JSON, not of the cell;
+            # the annotation is on the file, its message says where (`cell 3:12:5`)
+            props = [("file", Path(f.path).as_posix()), title]
+            message = f"cell {f.cell}:{f.line}:{f.column}: {f.code} {f.message}"
+        else:
+            props = [
+                ("file", Path(f.path).as_posix()),
+                ("line", f.line),
+                ("col", f.column),
+                ("endLine", f.end_line),
+                ("endColumn", f.end_column),
+                title,
+            ]
+            message = f"{f.code} {f.message}"
+        lines.append(_command("notice" if f.impact.level <= LOW else "warning", props, message))
     return lines

@@ -12,6 +12,11 @@
   content (comments removed, whitespace normalized), then `:N` for the N-th such finding in the
   file: stable when lines move, so code scanning keeps tracking the same alert.
 * Per-file errors (syntax errors, unreadable files) are `toolExecutionNotifications`.
+* Notebooks (`.ipynb`): the region is relative to the cell (`startLine` 1 is the cell's first
+  line, as an editor shows the cell), and the cell is named where viewers show it: a logical
+  location `cell N` (`fullyQualifiedName` `train.ipynb:cell N`, kind `notebookCell`), the
+  location's `properties.cell`, and the message, which starts with `cell N:LINE:COL: `. Related
+  locations (the hot call chain) in a notebook carry the same logical location.
 """
 
 from __future__ import annotations
@@ -92,11 +97,16 @@ def _fingerprints(findings: Sequence[Finding], sources: Dict[str, Optional[str]]
     return out
 
 
-def _location(path: str, region: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
+def _location(path: str, region: Optional[Dict[str, int]] = None, cell: Optional[int] = None) -> Dict[str, Any]:
     physical: Dict[str, Any] = {"artifactLocation": {"uri": artifact_uri(path), "uriBaseId": SRCROOT}}
     if region:
         physical["region"] = region
-    return {"physicalLocation": physical}
+    location: Dict[str, Any] = {"physicalLocation": physical}
+    if cell is not None:  # a notebook: the region's lines are lines of this cell
+        name = f"cell {cell}"
+        location["logicalLocations"] = [{"name": name, "fullyQualifiedName": f"{Path(path).as_posix()}:{name}", "kind": "notebookCell"}]
+        location["properties"] = {"cell": cell}
+    return location
 
 
 def _result(f: Finding, rule_index: int, fingerprint: str) -> Dict[str, Any]:
@@ -112,19 +122,21 @@ def _result(f: Finding, rule_index: int, fingerprint: str) -> Dict[str, Any]:
     message = f.message
     if f.fix is not None:
         message += f" ({'fix' if f.fix.applicable else 'advice'}: {f.fix.title})"
+    if f.cell is not None:
+        message = f"cell {f.cell}:{f.line}:{f.column}: {message}"
     result = {
         "ruleId": f.code,
         "ruleIndex": rule_index,
         "level": sarif_level(f.impact.level),
         "message": {"text": message},
-        "locations": [_location(f.path, region)],
+        "locations": [_location(f.path, region, f.cell)],
         "partialFingerprints": {FINGERPRINT_KEY: fingerprint},
         "properties": properties,
     }
     if f.related:  # the hot call chain, call site by call site
         related = []
-        for i, (path, line, call) in enumerate(f.related):
-            loc = _location(path, {"startLine": max(1, line)})
+        for i, (path, line, call, *cell) in enumerate(f.related):
+            loc = _location(path, {"startLine": max(1, line)}, cell[0] if cell else None)
             loc["id"] = i
             loc["message"] = {"text": f"calls `{call}`"}
             related.append(loc)

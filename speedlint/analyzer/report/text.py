@@ -62,7 +62,7 @@ def print_full(
     if not quiet:
         for path in sorted(by_file):
             console.print(Text(path, style="bold underline"))
-            for f in sorted(by_file[path], key=lambda x: (x.line, x.column, x.code)):
+            for f in sorted(by_file[path], key=Finding.sort_key):
                 head = Text.assemble(
                     (f"{f.location}", "bold"), "  ",
                     (f.code, LEVEL_STYLE.get(f.impact.level, "")), " ",
@@ -71,7 +71,7 @@ def print_full(
                 if f.status.value == "preview":
                     head.append(" (preview)", style="dim")
                 console.print(head)
-                code_line = snippet(sources.get(f.path, ""), f.line)
+                code_line = snippet(sources.get(f.path, ""), f.source_line)
                 if code_line:
                     console.print(Text.assemble(("    | ", "dim"), (code_line, "")))
                 console.print(Text(f"    {f.impact.level_name} impact: {f.impact.typical}; matters {f.impact.when}", style="dim"))
