@@ -461,3 +461,17 @@ def test_fix_rejects_unknown_formats_and_stdin_markdown(project):
     assert r.returncode == 2 and "unknown output format" in r.stderr
     r = speedlint("fix", "-", "--output-format", "markdown", cwd=project, input=BAD)
     assert r.returncode == 2 and "stdin" in r.stderr
+
+
+def test_notebook_findings_show_the_cell_and_its_code(tmp_path):
+    """In a notebook the excerpt is the flagged cell's own code, numbered as the cell's lines,
+    without the stand-ins the analysis puts for cell boundaries and magics."""
+    shutil.copy(FIXTURES / "notebooks" / "train.ipynb", tmp_path / "train.ipynb")
+    r = speedlint("check", "train.ipynb", "--output-format", "markdown", "--isolated", "--no-cache", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    doc = Doc(r.stdout)
+    assert "`train.ipynb:cell 7:9:9`" in r.stdout  # the SPD401 finding, placed by cell
+    code = [content for info, content in doc.fences if "gc.collect()" in content]
+    assert code and all("# IPython, cell" not in c and "speedlint notebook cell" not in c for c in code)
+    assert re.search(r"`train\.ipynb`, cell 7, lines? \d", r.stdout)
+    assert all("# IPython, cell" not in content for _, content in doc.fences)

@@ -280,13 +280,25 @@ def select_full(findings: Sequence[Finding]) -> Tuple[List[Finding], List[Findin
 
 
 def excerpt(source: str, f: Finding) -> Tuple[int, str]:
-    """(first line number, code) around a finding: a line before, the flagged lines, a line after."""
+    """(first line number, code) around a finding: a line before, the flagged lines, a line after.
+    `source` is the analysed text (a notebook's cells together); the number is the finding's own
+    (a line of its cell in a notebook), and the excerpt stays inside that cell."""
     lines = source.splitlines()
-    if not 0 < f.line <= len(lines):
+    at, offset = f.source_line, f.cell_offset
+    if not 0 < at <= len(lines):
         return 0, ""
-    first = max(1, f.line - 1)
-    last = min(len(lines), max(f.end_line, f.line) + 1, first + EXCERPT_LINES - 1)
-    return first, textwrap.dedent("\n".join(lines[first - 1:last])).strip("\n")
+    first = max(1 + offset, at - 1)
+    last = min(len(lines), max(f.end_line + offset, at) + 1, first + EXCERPT_LINES - 1)
+    if f.cell is not None:  # no stand-ins: the next cell's separator, a magic's inert line
+        while last > at and _STAND_IN.match(lines[last - 1]):
+            last -= 1
+        while first < at and _STAND_IN.match(lines[first - 1]):
+            first += 1
+    return first - offset, textwrap.dedent("\n".join(lines[first - 1:last])).strip("\n")
+
+
+#: What a notebook's analysed text holds in place of a cell boundary or an IPython magic.
+_STAND_IN = re.compile(r"^\s*pass  # (speedlint notebook cell \d+|IPython, cell \d+ line \d+)$")
 
 
 def fix_sentence(f: Finding) -> str:
@@ -354,6 +366,8 @@ def finding_lines(
     if code:
         last = first + code.count("\n")
         where = f"line {first}" if first == last else f"lines {first}-{last}"
+        if f.cell is not None:
+            where = f"cell {f.cell}, {where}"
         lines += [f"{code_span(f.path)}, {where}:", "", *fence(code, language(f.path)), ""]
     return lines
 
