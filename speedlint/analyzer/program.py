@@ -40,7 +40,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 from speedlint.analyzer.textscan import may_use_gpu
 
 #: The summary format (bump when `summarize` changes what it records).
-SUMMARY_FORMAT = 3
+SUMMARY_FORMAT = 4
 
 #: In `passed_constants`: a call site that does not pass the parameter (its default applies).
 DEFAULT = "\x00default"
@@ -177,6 +177,11 @@ def _expr(node: Optional[ast.AST], depth: int = 0) -> Any:
     return None
 
 
+def _literal(text: str) -> Any:
+    """The value of a `repr` of a literal (the summaries' option defaults)."""
+    return ast.literal_eval(text)
+
+
 def _callee_text(expr: Any) -> Optional[str]:
     """`Net`, `models.build`: the dotted name a call's function is written as (None otherwise)."""
     if expr is None:
@@ -296,6 +301,8 @@ class _Summarizer:
         self.module = self._new_function("<module>", None, [], 0, [])
         self._loop_nodes: List[ast.AST] = []
         self._fn_nodes: List[ast.AST] = []
+        #: command-line options this module declares: destination -> default(s)
+        self.options: Dict[str, List[Any]] = {}
         #: `@property` methods of this module's classes: reading `self.<name>` runs them
         self.properties: Set[str] = {
             f.name
@@ -326,7 +333,7 @@ class _Summarizer:
             c["methods"] = {k: rank[v] for k, v in c["methods"].items()}
         self._drop_foreign_calls()
         return {
-            "format": SUMMARY_FORMAT, "module": self.module, "functions": self.functions,
+            "format": SUMMARY_FORMAT, "module": self.module, "functions": self.functions, "options": self.options,
             "classes": self.classes, "imports": self.imports, "star": self.star,
         }
 
@@ -510,6 +517,8 @@ class _Summarizer:
                     fn["step"] = True
                     if loop >= 0:
                         fn["loops"][loop].setdefault("direct", []).append("s")
+            elif name == "add_argument":
+                self._option(node)
             elif name in ("append", "extend", "insert", "add_module") and node.args and isinstance(func.value, (ast.Name, ast.Attribute)):
                 # `self.layers.append(Block())`, `blocks.extend([...])`: the container holds them
                 self._bind(func.value, _expr(node.args[-1]), fn)
@@ -532,6 +541,33 @@ class _Summarizer:
         kws = {k.arg: _expr(k.value) for k in node.keywords if k.arg}
         flags = guarded | (HANDLER if handler else 0) | (GRAD_OFF if grad_off else 0)
         fn["calls"].append([node.lineno, target, args, kws, loop, flags])
+
+    def _option(self, call: ast.Call) -> None:
+        """`parser.add_argument("--use-amp", action="store_true")`: the option's default, by its
+        destination name (only literal defaults; `store_true` is False)."""
+        flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        kws = {k.arg: k.value for k in call.keywords if k.arg}
+        dest_node = kws.get("dest")
+        if isinstance(dest_node, ast.Constant) and isinstance(dest_node.value, str):
+            dest = dest_node.value
+        else:
+            longs = [f for f in flags if f.startswith("--")]
+            name = longs[0] if longs else (flags[0] if flags else "")
+            dest = name.lstrip("-").replace("-", "_")
+        if not dest.isidentifier():
+            return
+        action = kws.get("action")
+        action = action.value if isinstance(action, ast.Constant) else None
+        default = kws.get("default")
+        if isinstance(default, ast.Constant) and isinstance(default.value, (bool, int, float, str)) and not (isinstance(default.value, str) and len(default.value) > 80):
+            value: Any = default.value
+        elif default is None and action in ("store_true", "store_false"):
+            value = action == "store_false"
+        elif default is None and action is None:
+            value = None  # no default: None
+        else:
+            return
+        self.options.setdefault(dest, []).append(value)
 
     @staticmethod
     def _may_move_to_device(call: ast.Call, fn: Dict[str, Any]) -> bool:
@@ -1240,6 +1276,7 @@ class Hotness:
     def __init__(self, program: Program) -> None:
         self.p = program
         p = program
+        self._deps: Optional[List[Set[int]]] = None
         n = len(p.functions)
         self.mod_edges = [p.module_calls(m.id) for m in p.modules]
         self._reach = {
@@ -1626,25 +1663,70 @@ class Hotness:
             makers = self._module_makers(m.id)
             if makers:
                 out.setdefault(m.shown, FileSeeds()).project["models"] = sorted(makers)
+        # command-line option defaults declared in another module of the same program
+        # (`main.py` parses, `exp/trainer.py` reads `self.args.use_amp`), for the files with seeds
+        options_of = self._program_options()
+        for m in p.modules:
+            seeds = out.get(m.shown)
+            if seeds is not None and options_of[m.id]:
+                seeds.project["options"] = options_of[m.id]
         return out
+
+    def _program_options(self) -> List[Dict[str, Any]]:
+        """Per module: the on/off options declared elsewhere in its program (the modules connected
+        to it by imports) with one known default each; a name declared with different defaults,
+        or in the module itself (its own parser is read directly), is left out."""
+        p = self.p
+        deps = self._import_deps()
+        neighbours: List[Set[int]] = [set(d) for d in deps]
+        for mid, targets in enumerate(deps):
+            for t in targets:
+                neighbours[t].add(mid)
+        out: List[Dict[str, Any]] = []
+        for m in p.modules:
+            own = m.summary.get("options") or {}
+            seen, todo = {m.id}, [m.id]
+            found: Dict[str, Set[Any]] = {}
+            while todo:
+                cur = todo.pop()
+                for nxt in neighbours[cur]:
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        todo.append(nxt)
+                        for dest, values in (p.modules[nxt].summary.get("options") or {}).items():
+                            found.setdefault(dest, set()).update(map(repr, values))
+            out.append({
+                dest: value for dest, value in ((d, _literal(next(iter(vs)))) for d, vs in sorted(found.items()) if len(vs) == 1 and d not in own)
+                if isinstance(value, bool)  # on/off switches (AMP, determinism): what the rules ask about
+            })
+        return out
+
+    def _import_deps(self) -> List[Set[int]]:
+        """Per module: the project modules it imports (`import x`, `from x import y`, `from . import sub`)."""
+        if self._deps is not None:
+            return self._deps
+        p = self.p
+        deps: List[Set[int]] = [set() for _ in p.modules]
+        for m in p.modules:
+            for imp in m.summary["imports"].values():
+                if imp[0] == "mod":
+                    target = p._find_module(m.id, imp[1], 0)
+                else:
+                    target = p._find_module(m.id, imp[1], imp[2])
+                    sub = p._find_module(m.id, f"{imp[1]}.{imp[3]}" if imp[1] else imp[3], imp[2])
+                    if sub is not None and sub != m.id:
+                        deps[m.id].add(sub)
+                if target is not None and target != m.id:
+                    deps[m.id].add(target)
+        self._deps = deps
+        return deps
 
     def _conv_reach(self) -> List[bool]:
         """Per module: it, a project module it imports (transitively), or one importing it builds
         convolutions. A folder of independent scripts (one MLP agent next to conv agents) is not
         one program."""
         p = self.p
-        deps: List[Set[int]] = [set() for _ in p.modules]
-        for m in p.modules:
-            for name, imp in m.summary["imports"].items():
-                if imp[0] == "mod":
-                    target = p._find_module(m.id, imp[1], 0)
-                else:
-                    target = p._find_module(m.id, imp[1], imp[2])
-                    sub = p._find_module(m.id, f"{imp[1]}.{imp[3]}" if imp[1] else imp[3], imp[2])
-                    if sub is not None:
-                        deps[m.id].add(sub)
-                if target is not None and target != m.id:
-                    deps[m.id].add(target)
+        deps = self._import_deps()
         reach: List[bool] = []
         for m in p.modules:
             seen, todo, found = {m.id}, [m.id], False

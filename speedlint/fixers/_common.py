@@ -400,6 +400,25 @@ def autocast_call(ctx: FileContext, expr: cst.BaseExpression) -> Optional[cst.Ca
     return None
 
 
+def _off_by_default(ctx: FileContext, node: cst.CSTNode, call: cst.Call) -> Optional[str]:
+    """The command-line option (or config field) that switches this autocast on, when it is off
+    by default: `if args.use_amp: with autocast():`, `autocast(enabled=args.amp)`."""
+    tests: List[cst.BaseExpression] = [a.value for a in call.args if a.keyword is not None and a.keyword.value == "enabled"]
+    child = node
+    for a in ctx.torch.ancestors(node):
+        if isinstance(a, cst.FunctionDef):
+            break
+        if isinstance(a, cst.If) and child is a.body:
+            tests.append(a.test)
+        child = a
+    for test in tests:
+        if isinstance(test, (cst.Name, cst.Attribute)):
+            value = ctx.values.resolve(test)
+            if value is not None and value.kind in ("argparse", "config-default") and value.options and not value.any(bool):
+                return ctx.code(test)
+    return None
+
+
 def autocast_enabled(ctx: FileContext, call: cst.Call) -> bool:
     """False only when `enabled=` is a value that never becomes true (constant, not a CLI flag)."""
     arg = None
@@ -478,6 +497,7 @@ def _covering(ctx: FileContext, node: cst.CSTNode, autocast_nodes: Dict[cst.CSTN
 class Coverage:
     covered: bool
     disabled: Optional[cst.Call] = None  # an autocast that is there but never enabled
+    opt_in: Optional[str] = None  # the option that turns autocast on, off by default (`self.args.use_amp`)
 
 
 def step_coverage(ctx: FileContext, loop: Loop, backwards: Sequence[cst.Call]) -> Coverage:
@@ -490,13 +510,20 @@ def step_coverage(ctx: FileContext, loop: Loop, backwards: Sequence[cst.Call]) -
     disabled: Optional[cst.Call] = None
     # autocast inside the step (its body or a step function) or around it (loop, caller)
     units: List[cst.CSTNode] = [loop, *facts.callees_closure([loop])]
+    opt_in: Optional[str] = None
     for node, call in found:
         inside = any(contains(ctx, u, node) for u in units) or node in units
         around = _covering(ctx, loop, nodes, set()) is call
         if inside or around:
-            if autocast_enabled(ctx, call):
+            flag = _off_by_default(ctx, node, call)
+            if flag is not None:
+                opt_in = opt_in or flag
+            elif autocast_enabled(ctx, call):
                 return Coverage(True)
-            disabled = disabled or call
+            else:
+                disabled = disabled or call
+    if opt_in is not None:
+        return Coverage(False, disabled, opt_in)
     # autocast in a model's forward (the model runs in mixed precision whatever the step does)
     for fn in facts.forward_functions:
         for node, call in found:

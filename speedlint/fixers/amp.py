@@ -31,6 +31,7 @@ from libcst.codemod import Codemod, CodemodContext
 
 from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.fixes import with_keyword
+from speedlint.analyzer.providers.flow import flow
 from speedlint.analyzer.providers.names import dotted
 from speedlint.fixers import _amp_api
 from speedlint.fixers._common import (
@@ -74,6 +75,7 @@ class StepPlan:
     edits: List = field(default_factory=list)  # callables(Edits) applying this step's part
     #: the first forward/loss statement (what the rewrite wraps first): where SPD301 reports
     anchor: Optional[cst.CSTNode] = None
+    opt_in: Optional[str] = None  # autocast only behind this option, off by default
 
     @property
     def ok(self) -> bool:
@@ -94,8 +96,14 @@ def plan(ctx: FileContext) -> Dict[Loop, StepPlan]:
         p = StepPlan(loop)
         backwards = step_calls(ctx, loop, ctx.torch.is_backward)
         cov = step_coverage(ctx, loop, backwards)
-        p.covered, p.disabled_autocast = cov.covered, cov.disabled
-        if not p.covered:
+        p.covered, p.disabled_autocast, p.opt_in = cov.covered, cov.disabled, cov.opt_in
+        if p.opt_in is not None:
+            p.reason = f"AMP is there behind `{p.opt_in}`: turn the option on (or its default) instead"
+            p.anchor = _forward_anchor(ctx, loop, loop.body)  # (the backward may sit in an `if` on the option)
+            branch = p.anchor
+            if isinstance(branch, cst.If) and ctx.code(branch.test) == p.opt_in and isinstance(branch.orelse, cst.Else):
+                p.anchor = _forward_anchor(ctx, branch, branch.orelse.body)  # the FP32 forward that runs by default
+        elif not p.covered:
             try:
                 _plan_step(ctx, p, backwards, scaler_names)
             except _Fail as exc:
@@ -327,10 +335,17 @@ def _forward_anchor(ctx: FileContext, backward: cst.CSTNode, block: Optional[cst
                     return stmt
                 if q is not None and "." not in q and q not in _NOT_FORWARD_NAMES:
                     return stmt
-            elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-                if func.attr.value not in ("to", "cuda", "zero_grad", "train", "eval", "log", "print"):
-                    return stmt
+            elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.attr.value not in _NOT_FORWARD_METHODS:
+                if func.value.value == "self" or flow(ctx).is_model(func.value):
+                    return stmt  # `self.criterion(...)`, `agent.get_action_and_value(obs)`
     return backward
+
+
+#: Methods of a model that do not run its forward.
+_NOT_FORWARD_METHODS = frozenset({
+    "to", "cuda", "cpu", "zero_grad", "train", "eval", "log", "print", "parameters", "named_parameters",
+    "state_dict", "load_state_dict", "apply", "requires_grad_", "half", "float", "modules", "children",
+})
 
 
 #: Plain names that are never the model: builtins, and common helpers around a step.

@@ -27,6 +27,11 @@ _MAX_DEPTH = 12
 Scope = Optional[cst.CSTNode]  # a FunctionDef, a ClassDef (class body), or None (module)
 
 
+def _reads_options(base: str) -> bool:
+    """`args.x`, `self.args.x`, `opt.x`, `self.opt.x`, `cfg.args.x`: a namespace of parsed options."""
+    return base.rsplit(".", 1)[-1] in ("args", "opt", "opts", "options", "hparams", "flags", "FLAGS", "config", "cfg")
+
+
 #: Functions that build an instance of the dataclass they are given from the command line or a
 #: mapping (`tyro.cli(Args)`, `simple_parsing.parse(Args)`, `OmegaConf.structured(Args)`).
 _DATACLASS_PARSERS = frozenset({"cli", "parse", "structured", "from_dict"})
@@ -462,6 +467,12 @@ class ValueTracer:
         # argparse: args.x, opt.x, self.args.x, config.args.x ...
         if attr in index.argparse:
             return self._argparse_default(index.argparse[attr], depth)
+        # an option another module of the program declares (`main.py` parses, the trainer reads)
+        seeds = self.facts.seeds
+        project = seeds.project.get("options") if seeds is not None else None
+        if project and isinstance(project.get(attr), bool) and _reads_options(base):
+            # (on/off flags only: a number's meaning depends on code this file cannot see)
+            return Value((project[attr],), None, "argparse")
         # config classes: Config.x, or cfg = Config(); cfg.x
         cls = self._class_of(expr.value)
         if cls is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from speedlint.analyzer.rule import HIGH, UNSAFE, Fix, Impact, Rule
+from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, MEDIUM, UNSAFE, Fix, Impact, Rule
 
 
 class Fp32TrainingStep(Rule):
@@ -73,7 +73,7 @@ class Fp32TrainingStep(Rule):
         evidence="PyTorch AMP recipe; NVIDIA mixed-precision training guide",
         level=HIGH,
     )
-    fixes = (UNSAFE,)
+    fixes = (UNSAFE, DISPLAY_ONLY)
     triggers = ("backward",)
     ast_precondition = staticmethod(lambda facts: facts.may_use_gpu and facts.may_have_training_step)
 
@@ -88,7 +88,11 @@ class Fp32TrainingStep(Rule):
         for loop, p in plans.items():
             if p.covered:
                 continue
-            if p.disabled_autocast is not None:
+            impact = None
+            if p.opt_in is not None:
+                message = f"autocast only runs with `{p.opt_in}`, which is off by default: by default this training step runs in FP32"
+                impact = self.impact.with_level(MEDIUM)
+            elif p.disabled_autocast is not None:
                 message = "this training step's autocast is switched off by a flag that is never true: forward and loss run in FP32"
             elif p.existing_scaler is not None:
                 message = f"`{p.existing_scaler}` (a GradScaler) is used, but the forward and loss run outside any autocast: the step is still FP32"
@@ -102,4 +106,6 @@ class Fp32TrainingStep(Rule):
                     fixer=lambda m, ctx=ctx: amp.rewrite(m, ctx if m is module else None),
                 )
             # on the first forward/loss statement: the line the codemod wraps (else the loop)
-            self.report(p.anchor if p.anchor is not None else loop, message, fix=fix)
+            if p.opt_in is not None:
+                fix = Fix.advice(f"Turn `{p.opt_in}` on by default (AMP is already written), or pass it on the command line")
+            self.report(p.anchor if p.anchor is not None else loop, message, fix=fix, impact=impact)
