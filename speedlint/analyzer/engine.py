@@ -772,7 +772,7 @@ def analyze_text(
     """
     t0 = time.perf_counter()
     decided = enabled is not None
-    enabled = list(enabled) if enabled is not None else [r for r in rules if r.can_fire_on(text)]
+    enabled = list(enabled) if enabled is not None else [r for r in rules if r.can_fire_on(text, seeds)]
     t1 = time.perf_counter()
     if profile is not None:
         profile.add("pre-filter", t1 - t0)
@@ -780,7 +780,7 @@ def analyze_text(
     facts = AstFacts(None, text)
     if seeds is not None:
         seeded_facts(facts, seeds)
-        if seeds.project.get("loaders") or seeds.project.get("called"):
+        if any(seeds.project.get(k) for k in ("loaders", "called", "pinned_loops")):
             prelook = False  # used from elsewhere: the text of this file alone cannot tell
     if decided:
         facts.__dict__["_scanned"] = True  # valid Python: `ast` parsed it before

@@ -1277,6 +1277,10 @@ class Hotness:
         self.p = program
         p = program
         self._deps: Optional[List[Set[int]]] = None
+        self._kws_memo: Dict[int, Dict[int, Dict[str, Any]]] = {}
+        #: module -> {line of a loop: [where its loader is built, with a collate_fn?]} for loops
+        #: over a pinned-memory loader built in another module (filled by `loader_uses`)
+        self.pinned_loops: Dict[int, Dict[str, List[Any]]] = {}
         n = len(p.functions)
         self.mod_edges = [p.module_calls(m.id) for m in p.modules]
         self._reach = {
@@ -1592,7 +1596,31 @@ class Hotness:
                         facts.setdefault("epoch", where)
                     if moved:
                         facts.setdefault("moved", where)
+                # a loader built in another module that pins memory: its batches here are in
+                # pinned memory (what `non_blocking=True` needs), unless a loader may not pin
+                built = [tuple(map(int, o.split(":")[1:])) for o in loaders]
+                if all(lmid != mid for lmid, _ in built):
+                    kws = [self._loader_kws(lmid, line) for lmid, line in built]
+                    if kws and all(k.get("pin_memory") == ["k", True] for k in kws):
+                        lmid, line = built[0]
+                        self.pinned_loops.setdefault(mid, {})[str(lp["line"])] = [
+                            f"{p.modules[lmid].shown}:{line}", any("collate_fn" in k for k in kws),
+                        ]
         return out
+
+    def _loader_kws(self, mid: int, line: int) -> Dict[str, Any]:
+        """The keyword arguments of the loader built at `line` of module `mid`."""
+        table = self._kws_memo.get(mid)
+        if table is None:
+            table = self._kws_memo[mid] = {}
+            m = self.p.modules[mid]
+            for fid in (None, *m.fids):
+                for call in self._body(mid, fid)["calls"]:
+                    if call[C_KWS]:
+                        got = table.setdefault(call[C_LINE], {})
+                        for k, v in call[C_KWS].items():
+                            got.setdefault(k, v)
+        return table.get(line, {})
 
     def _called_from_other_modules(self) -> Set[int]:
         """Functions some other module calls unconditionally (not behind an `if`, not in a handler)."""
@@ -1635,7 +1663,10 @@ class Hotness:
             if p.modules[mid].summary.get("cudnn_text"):
                 seeds = out.setdefault(p.modules[mid].shown, FileSeeds())
                 seeds.project.setdefault("called", []).append(p.local_index[fid])
-        for (mid, line), facts in self.loader_uses().items():
+        uses = self.loader_uses()
+        for mid, loops in self.pinned_loops.items():
+            out.setdefault(p.modules[mid].shown, FileSeeds()).project["pinned_loops"] = loops
+        for (mid, line), facts in uses.items():
             if facts:
                 seeds = out.setdefault(p.modules[mid].shown, FileSeeds())
                 seeds.project.setdefault("loaders", {})[str(line)] = facts

@@ -18,6 +18,7 @@ import libcst as cst
 
 if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.context import FileContext
+    from speedlint.analyzer.program import FileSeeds
 
 
 class Applicability(str, enum.Enum):
@@ -244,6 +245,9 @@ class Rule(cst.BatchableCSTVisitor):
     fixes: ClassVar[Tuple[Applicability, ...]] = ()
     #: The file must contain one of these strings for the rule to be able to fire.
     triggers: ClassVar[Tuple[str, ...]] = ()
+    #: `FileSeeds.project` keys that make a file a candidate whatever its text (the loader that
+    #: matters is built in another module)
+    seed_triggers: ClassVar[Tuple[str, ...]] = ()
     #: Off unless selected explicitly (by full code or name).
     default_enabled: ClassVar[bool] = True
 
@@ -288,8 +292,12 @@ class Rule(cst.BatchableCSTVisitor):
         return m.group("body").strip() if m else ""
 
     @classmethod
-    def can_fire_on(cls, text: str) -> bool:
-        return not cls.triggers or any(t in text for t in cls.triggers)
+    def can_fire_on(cls, text: str, seeds: "Optional[FileSeeds]" = None) -> bool:
+        """The text pre-filter: a trigger token is in the text, or the whole program says the
+        file holds what the rule looks at (`seed_triggers`: keys of `FileSeeds.project`)."""
+        if not cls.triggers or any(t in text for t in cls.triggers):
+            return True
+        return seeds is not None and any(k in seeds.project for k in cls.seed_triggers)
 
     @classmethod
     def fixability(cls) -> str:

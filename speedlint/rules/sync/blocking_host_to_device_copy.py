@@ -72,6 +72,7 @@ class BlockingHostToDeviceCopy(Rule):
     )
     fixes = (SAFE,)
     triggers = ("pin_memory",)
+    seed_triggers = ("pinned_loops",)
     ast_precondition = staticmethod(
         lambda facts: facts.may_use_gpu and facts.calls_any("DataLoader") and facts.has_loop and facts.calls_any("to", "cuda")
     )
@@ -90,19 +91,44 @@ class BlockingHostToDeviceCopy(Rule):
         if level is None:
             return
         origin = info.batch_origin(func.value)
-        if origin is None:
-            return
-        loader, whole = origin
-        if not self._pinned(loader) or not self._accepts_non_blocking(loader, whole):
-            return
-        line = self.ctx.position(loader).start.line
+        if origin is not None:
+            loader, whole = origin
+            if not self._pinned(loader) or not self._accepts_non_blocking(loader, whole):
+                return
+            where = f"line {self.ctx.position(loader).start.line}"
+        else:
+            where = self._pinned_elsewhere(func.value)  # a loader built in another module
+            if where is None:
+                return
         self.report(
             node,
-            f"blocking `.{move.method}(...)` of a batch from a pinned-memory DataLoader (line {line}): "
+            f"blocking `.{move.method}(...)` of a batch from a pinned-memory DataLoader ({where}): "
             "pass `non_blocking=True` so the copy overlaps with GPU work",
             fix=Fix.replace(node, with_keyword(node, "non_blocking", _TRUE), "Add `non_blocking=True`", SAFE),
             impact=self.impact if level == MEDIUM else self.impact.with_level(level),
         )
+
+    def _pinned_elsewhere(self, expr: cst.BaseExpression) -> Optional[str]:
+        """Where the pinned-memory loader is built, for a batch of a loop over a loader from
+        another module (the whole program knows it: `pin_memory=True` there)."""
+        seeds = self.ctx.seeds
+        loops = seeds.project.get("pinned_loops") if seeds is not None else None
+        if not loops:
+            return None
+        root = expr
+        while isinstance(root, (cst.Subscript, cst.Attribute)):
+            root = root.value
+        if not isinstance(root, cst.Name):
+            return None
+        b = flow(self.ctx).binding(root)
+        if b is None or b.kind != "for":
+            return None
+        entry = loops.get(str(self.ctx.position(b.site).start.line))
+        if entry is None:
+            return None
+        where, collate = entry
+        whole = root is expr and not b.path
+        return None if whole and collate else where
 
     def _level(self, node: cst.CSTNode) -> Optional[int]:
         facts = self.ctx.torch
