@@ -222,6 +222,8 @@ _TENSOR_FUNCS = frozenset({
     "torch_scatter.scatter", "torch_scatter.scatter_add", "torch_scatter.scatter_mean", "torch_scatter.scatter_sum",
     "torch_geometric.nn.global_add_pool", "torch_geometric.nn.global_mean_pool", "torch_geometric.nn.global_max_pool",
 })
+#: The per-device torch modules (`torch.cuda.empty_cache()`, `torch.xpu.synchronize()` ...).
+_ACCELERATOR_MODULES = frozenset({"torch.cuda", "torch.mps", "torch.xpu", "torch.npu", "torch.mtia"})
 #: Fields of a graph batch (torch_geometric's `Data`/`Batch` conventions): tensors.
 _GRAPH_FIELDS = frozenset({
     "x", "y", "pos", "edge_index", "edge_attr", "edge_weight", "batch", "ptr", "node_type", "edge_type",
@@ -662,6 +664,25 @@ class Flow:
                 return True
         last = (dotted(expr) or "").rsplit(".", 1)[-1]
         return bool(last) and bool(_MODEL_NAME.search(last))
+
+    def is_accelerator_module(self, expr: cst.BaseExpression) -> bool:
+        """`torch.cuda` under another name: `acc = getattr(torch, device_type, torch.cuda)`,
+        `acc = torch.get_device_module(device)`, `acc = torch.cuda` (any reaching binding)."""
+        if isinstance(expr, cst.Attribute):
+            return (self.ctx.qualname(expr) or "") in _ACCELERATOR_MODULES
+        if not isinstance(expr, cst.Name):
+            return False
+        for b in self.reaching(expr):
+            value = self.value_at(b) if b.kind == "assign" and not b.path else None
+            if isinstance(value, (cst.Attribute, cst.Name)) and (self.ctx.qualname(value) or "") in _ACCELERATOR_MODULES:
+                return True
+            if isinstance(value, cst.Call):
+                q = self.ctx.qualname(value.func) if isinstance(value.func, (cst.Name, cst.Attribute)) else None
+                if q == "torch.get_device_module":
+                    return True
+                if (q or dotted(value.func)) in ("getattr", "builtins.getattr") and value.args and self.ctx.qualname(value.args[0].value) == "torch":
+                    return True
+        return False
 
     def _built_and_moved(self, inner: cst.BaseExpression) -> bool:
         """`Net(...)` in `Net(...).to(device)`: a class built and moved at once is a module (a

@@ -10,6 +10,7 @@ import libcst as cst
 from speedlint.analyzer.providers import hot
 from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.fixes import remove_fix
+from speedlint.analyzer.providers.flow import flow
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, MEDIUM, SAFE, Fix, Impact, Rule
 
 EMPTY_CACHE = (
@@ -97,7 +98,11 @@ class EmptyCacheInLoop(Rule):
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self.ctx.matches(node.func, *EMPTY_CACHE):
+        func = node.func
+        if not self.ctx.matches(func, *EMPTY_CACHE) and not (
+            # `acc = getattr(torch, device_type, torch.cuda)`, then `acc.empty_cache()`
+            isinstance(func, cst.Attribute) and func.attr.value == "empty_cache" and flow(self.ctx).is_accelerator_module(func.value)
+        ):
             return
         where = self._hot(node)
         if where is None:

@@ -134,7 +134,9 @@ class HostSyncInTrainingStep(Rule):
         if not self._maybe_hot(node):
             return
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "synchronize" and self.ctx.matches(func, "torch.cuda.synchronize"):
+        if isinstance(func, cst.Attribute) and func.attr.value == "synchronize" and (
+            self.ctx.matches(func, "torch.cuda.synchronize") or self.flow.is_accelerator_module(func.value)
+        ):
             self._synchronize(node)
         elif isinstance(func, cst.Attribute) and func.attr.value in _SYNC_METHODS:
             self._method(node, func)
