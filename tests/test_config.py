@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import os
 import subprocess
 import sys
@@ -10,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from speedlint.analyzer.config import ConfigError, Settings, declared_torch_version, settings_from_table
+from speedlint.analyzer.config import ConfigError, Settings, declared_torch_range, declared_torch_version, settings_from_table
 from speedlint.analyzer.runner import load_config_file
 from speedlint.analyzer.runner import Overrides, SettingsResolver, check_paths, collect_files, rules_for
 
@@ -260,6 +262,50 @@ def test_target_torch_version_from_requirements(tmp_path):
     # a config file beside it without the key: the same
     write(tmp_path / "speedlint.toml", 'select = ["SPD4"]\n')
     assert SettingsResolver(Overrides()).for_file(tmp_path / "src" / "a.py").target_torch_version == (1, 13)
+
+
+@pytest.mark.parametrize(
+    "requirement, floor, below",
+    [("torch>=1.7", (1, 7), None), ("torch>=1.7,<1.9", (1, 7), (1, 9)), ("torch<=1.8.1", (0, 0), (1, 9)), ("torch==1.8.0", (1, 8), (1, 9))],
+)
+def test_declared_torch_range(tmp_path, requirement, floor, below):
+    write(tmp_path / "requirements.txt", requirement + "\n")
+    got_floor, got_below = declared_torch_range(tmp_path)
+    assert got_below == below
+    assert got_floor == floor or (floor == (0, 0) and got_floor is None)
+
+
+EVAL = """import torch
+
+
+def evaluate(model, loader):
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for x, y in loader:
+            correct += (model(x).argmax(1) == y).sum().item()
+    return correct
+"""
+
+
+def test_an_old_declared_floor_does_not_silence_inference_mode_advice(tmp_path):
+    """`torch>=1.7` written years ago: SPD601 still reports, says what the fix needs, and its fix is
+    unsafe; an upper bound below 1.9 or a target the user set below 1.9 silences it."""
+    write(tmp_path / "ev.py", EVAL)
+    write(tmp_path / "requirements.txt", "torch>=1.7\n")
+    r = speedlint("check", "ev.py", "--select", "SPD601", "--no-cache", "--output-format", "json", cwd=tmp_path)
+    (finding,) = json.loads(r.stdout)["findings"]
+    assert "needs torch >= 1.9; your requirements allow 1.7" in finding["message"]
+    assert finding["fix"]["applicability"] == "unsafe"
+    assert speedlint("fix", "ev.py", "--select", "SPD601", cwd=tmp_path).returncode == 0  # nothing safe to apply
+    r = speedlint("check", "ev.py", "--select", "SPD601", "--no-cache", "--target-torch-version", "1.8", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout
+    write(tmp_path / "requirements.txt", "torch>=1.7,<1.9\n")
+    assert speedlint("check", "ev.py", "--select", "SPD601", "--no-cache", cwd=tmp_path).returncode == 0
+    write(tmp_path / "requirements.txt", "torch>=1.12\n")
+    r = speedlint("check", "ev.py", "--select", "SPD601", "--no-cache", "--output-format", "json", cwd=tmp_path)
+    (finding,) = json.loads(r.stdout)["findings"]
+    assert "your requirements allow" not in finding["message"] and finding["fix"]["applicability"] == "safe"
 
 
 def test_no_declared_torch_version(tmp_path):

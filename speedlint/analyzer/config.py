@@ -38,6 +38,11 @@ class Settings:
     unsafe_fixes: bool = False
     preview: bool = False
     target_torch_version: Optional[Tuple[int, int]] = None
+    #: `target_torch_version` is the floor of the project's declared torch requirement (`torch>=1.7`
+    #: written years ago), not a version the user set: rules may still advise newer APIs.
+    torch_declared: bool = False
+    #: The declared requirement's upper bound (exclusive), when it has one (`torch<1.9`).
+    torch_below: Optional[Tuple[int, int]] = None
     #: Folder of the config file these settings came from (patterns are relative to it).
     root: Optional[str] = None
     #: Options for fixers (e.g. accumulation_steps) given by the user.
@@ -151,7 +156,8 @@ def read_config_file(path: Path) -> Settings:
         table = data
     settings = settings_from_table(table, str(path), str(path.parent))
     if settings.target_torch_version is None:
-        settings = replace(settings, target_torch_version=declared_torch_version(path.parent))
+        floor, below = declared_torch_range(path.parent)
+        settings = replace(settings, target_torch_version=floor, torch_declared=floor is not None, torch_below=below)
     return settings
 
 
@@ -216,6 +222,18 @@ def closest(
 _TORCH_REQ = re.compile(r"^\s*torch\s*(\[[^\]]*\])?\s*(?P<spec>[^;#]*)", re.I)
 
 
+def _max_version(spec: str) -> Optional[Tuple[int, int]]:
+    """The lowest upper bound (exclusive) a requirement specifier puts on torch: `<1.9` -> 1.9,
+    `<=1.8` -> 1.9 (None when unbounded above)."""
+    highs = []
+    for part in spec.split(","):
+        m = re.match(r"\s*(<=|<|==)\s*(\d+)(?:\.(\d+))?", part)
+        if m:
+            major, minor = int(m.group(2)), int(m.group(3) or 0)
+            highs.append((major, minor + 1) if m.group(1) in ("<=", "==") else (major, minor))
+    return min(highs) if highs else None
+
+
 def _min_version(spec: str) -> Optional[Tuple[int, int]]:
     """The lowest torch version a requirement specifier admits (None when unbounded below)."""
     lows = []
@@ -233,6 +251,11 @@ def _min_version(spec: str) -> Optional[Tuple[int, int]]:
 
 def declared_torch_version(root: Path) -> Optional[Tuple[int, int]]:
     """The lowest torch version the project at `root` declares support for, if it says."""
+    return declared_torch_range(root)[0]
+
+
+def declared_torch_range(root: Path) -> Tuple[Optional[Tuple[int, int]], Optional[Tuple[int, int]]]:
+    """(lowest version admitted, upper bound) of the project's declared torch requirement."""
     specs = []
     pyproject = root / "pyproject.toml"
     if pyproject.is_file():
@@ -250,11 +273,14 @@ def declared_torch_version(root: Path) -> Optional[Tuple[int, int]]:
             specs += req.read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
             continue
-    found = []
+    found, bounds = [], []
     for line in specs:
         m = _TORCH_REQ.match(line)
         if m and not re.match(r"^\s*torch[a-z_-]", line, re.I):
             v = _min_version(m.group("spec"))
             if v is not None:
                 found.append(v)
-    return min(found) if found else None
+            b = _max_version(m.group("spec"))
+            if b is not None:
+                bounds.append(b)
+    return (min(found) if found else None), (min(bounds) if bounds else None)

@@ -11,7 +11,7 @@ from speedlint.analyzer.config import (
     ConfigError,
     Settings,
     closest,
-    declared_torch_version,
+    declared_torch_range,
     find_config_file,
     read_config_file,
     selectors_of,
@@ -56,6 +56,7 @@ class Overrides:
             preview=self.preview if self.preview is not None else s.preview,
             unsafe_fixes=self.unsafe_fixes if self.unsafe_fixes is not None else s.unsafe_fixes,
             target_torch_version=self.target_torch_version or s.target_torch_version,
+            torch_declared=s.torch_declared and not self.target_torch_version,
             exclude=self.exclude if self.exclude is not None else s.exclude,
             extend_exclude=s.extend_exclude + self.extend_exclude,
             fix_options=tuple(dict(s.fix_options, **dict(self.fix_options)).items()),
@@ -93,8 +94,8 @@ class SettingsResolver:
         config = find_config_file(folder, self._config_files)
         if config is None:
             declared_in = closest(folder, _declares_requirements, self._declaring, stop=_is_checkout_root)
-            version = declared_torch_version(declared_in) if declared_in is not None else None
-            base = Settings(root=str(Path.cwd()), target_torch_version=version)
+            version, below = declared_torch_range(declared_in) if declared_in is not None else (None, None)
+            base = Settings(root=str(Path.cwd()), target_torch_version=version, torch_declared=version is not None, torch_below=below)
         else:
             if config not in self._by_file:
                 self._by_file[config] = load_config_file(config)

@@ -23,6 +23,10 @@ from speedlint.analyzer.providers.inference import (
 )
 
 
+#: `torch.inference_mode` appeared in torch 1.9.
+_INFERENCE_MODE = (1, 9)
+
+
 class NoGradInference(Rule):
     """
     ## What it does
@@ -95,8 +99,24 @@ class NoGradInference(Rule):
         return Models(self.ctx)
 
     def _enabled(self) -> bool:
-        version = self.ctx.settings.target_torch_version
-        return not is_test_file(self.ctx.path) and (version is None or version >= (1, 9))
+        """Off in test files, for a target torch the user set below 1.9, and for a declared
+        requirement that stops below 1.9 (`torch<1.9`). A declared floor alone (`torch>=1.7`,
+        written years ago) does not silence it: the fix becomes unsafe and says so."""
+        settings = self.ctx.settings
+        version = settings.target_torch_version
+        if is_test_file(self.ctx.path):
+            return False
+        if settings.torch_below is not None and settings.torch_below <= _INFERENCE_MODE:
+            return False
+        return version is None or version >= _INFERENCE_MODE or settings.torch_declared
+
+    def _floor_note(self) -> Optional[str]:
+        """"needs torch >= 1.9; your requirements allow 1.7" when the declared floor is older."""
+        settings = self.ctx.settings
+        version = settings.target_torch_version
+        if settings.torch_declared and version is not None and version < _INFERENCE_MODE:
+            return f"needs torch >= 1.9; your requirements allow {version[0]}.{version[1]}"
+        return None
 
     # -- with blocks ------------------------------------------------------------------------
     def visit_With(self, node: cst.With) -> None:
@@ -232,14 +252,19 @@ class NoGradInference(Rule):
             new_func, imports = torch_spelling(self.ctx, func, "inference_mode")
         new: cst.BaseExpression = cst.Call(func=new_func) if bare else new_func
         spelled = self.ctx.module.code_for_node(new_func)
+        floor = self._floor_note()
+        impact = self.impact
         if escapes.unsafe:
             applicability = UNSAFE
             title = f"Use `{spelled}()` (unsafe: {escapes.unsafe[0]}; make sure they never reach autograd)"
-            impact = self.impact
+        elif floor is not None:
+            applicability = UNSAFE
+            title = f"Use `{spelled}()` (unsafe: {floor})"
         else:
             applicability = SAFE
             title = f"Use `{spelled}()`"
-            impact = self.impact
+        if floor is not None:
+            where = f"{where} ({floor})"
         pairs: List[Tuple[cst.CSTNode, cst.CSTNode]] = [(func, new)]
         if swap is not None:
             pairs.append(swap)
