@@ -136,6 +136,19 @@ def _reads_whole(loop, name: str, meta_attrs: frozenset) -> bool:  # type: ignor
     return False
 
 
+def _runtime_length(loop) -> bool:  # type: ignore[no-untyped-def]
+    """A `while` loop, or `for _ in range(n)` with a length known at run time only: SPD404 reports
+    a value grown there even when the loop reads it whole (a decode loop)."""
+    import ast
+
+    if loop.__class__ is ast.While:
+        return True
+    it = getattr(loop, "iter", None)
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and it.args:
+        return not all(isinstance(a, (ast.Constant, ast.UnaryOp)) for a in it.args)
+    return False
+
+
 def _is_eval_name(name: str) -> bool:
     from speedlint.analyzer.providers.training import EVAL_NAME
 
@@ -472,13 +485,14 @@ class AstFacts:
     def grows_only(self, meta_attrs: frozenset) -> frozenset:
         """`grows`, less the sites whose accumulator (a plain name) the loop also reads whole: as
         an argument (not of `len`), an operand, subscripted, returned, or through an attribute not
-        in `meta_attrs`. SPD404 reports only a value that is only grown; such a read stops it."""
+        in `meta_attrs`. SPD404 reports only a value that is only grown; such a read stops it,
+        unless the loop's length is known at run time only (`_runtime_length`)."""
         found: set = set()
         consumed: Dict[Tuple[int, str], bool] = {}
         for fname, target, loop in self._grow_sites:
             if fname in found:
                 continue
-            if target is not None:
+            if target is not None and not _runtime_length(loop):
                 key = (id(loop), target)
                 if key not in consumed:
                     consumed[key] = _reads_whole(loop, target, meta_attrs)

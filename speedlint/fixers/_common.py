@@ -22,6 +22,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.providers.names import dotted
+from speedlint.analyzer.providers.inference import iter_nodes
 
 Loop = Union[cst.For, cst.While]
 Block = Union[cst.IndentedBlock, cst.Module]
@@ -431,10 +432,55 @@ def autocast_enabled(ctx: FileContext, call: cst.Call) -> bool:
         arg = positional[0] if positional else None
     if arg is None:
         return True
+    if _never_true(ctx, arg.value):
+        return False
     value = ctx.values.resolve(arg.value)
     if value is None or not value.certain or value.kind in ("argparse", "config-default", "dict", "attribute"):
         return True
     return value.any(bool)
+
+
+def _never_true(ctx: FileContext, expr: cst.BaseExpression) -> bool:
+    """`self._use_amp` that nothing in the file ever sets (to anything but a false constant),
+    `self.cfg["mixed_precision"]` of a literal dict that hard-codes False and is not changed."""
+    if isinstance(expr, cst.Attribute) and dotted(expr.value) == "self":
+        name = expr.attr.value
+        writes = []
+        for node in iter_nodes(ctx.module, skip_defs=False):
+            if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                if any(isinstance(t, cst.Attribute) and t.attr.value == name for t in targets):
+                    writes.append(node.value)
+                elif any(isinstance(t, cst.Name) and t.value == name for t in targets) and ctx.torch.enclosing_function(node) is None:
+                    return False  # a module global of that name: not this attribute, but unclear
+            elif isinstance(node, cst.Call) and dotted(node.func) == "setattr":
+                return False  # set by name somewhere: cannot tell
+            elif isinstance(node, cst.FunctionDef) and node.name.value == name:
+                return False  # a property or method
+        return all(isinstance(w, cst.Name) and w.value in ("False", "None") for w in writes if w is not None)
+    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+        key = expr.slice[0].slice.value
+        base = expr.value
+        if not (isinstance(key, cst.SimpleString) and isinstance(base, cst.Attribute) and dotted(base.value) == "self"):
+            return False
+        cls = ctx.torch.enclosing_class(expr)
+        writes = ctx.values.index.self_attrs.get((cls, base.attr.value), [])
+        if len(writes) != 1 or not isinstance(writes[0], cst.Dict):
+            return False
+        for node in iter_nodes(ctx.module, skip_defs=False):  # changed anywhere? then it may be true
+            if isinstance(node, cst.Subscript) and ctx.code(node.value) == ctx.code(base) and _is_store(ctx, node):
+                return False
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in ("update", "setdefault") and ctx.code(node.func.value) == ctx.code(base):
+                return False
+        for el in writes[0].elements:
+            if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString) and el.key.evaluated_value == key.evaluated_value:
+                return isinstance(el.value, cst.Name) and el.value.value in ("False", "None")
+    return False
+
+
+def _is_store(ctx: FileContext, node: cst.CSTNode) -> bool:
+    parent = ctx.torch.parent(node)
+    return isinstance(parent, (cst.AssignTarget, cst.AugAssign)) and getattr(parent, "target", None) is node
 
 
 def autocasts(ctx: FileContext) -> List[Tuple[cst.CSTNode, cst.Call]]:

@@ -115,6 +115,8 @@ class EvalBuildsAutogradGraph(Rule):
             return
         if not self.models.runs_forward(loop.body):
             return
+        if self._body_disables_grad(loop):
+            return  # `for x in loader: with torch.no_grad(): ...`: no graph (SPD601 judges that `no_grad`)
         if fn is not None and self._covered_by_callers(fn, set()):
             return
         escapes = Escapes(self.ctx, self.models, fn if fn is not None else self.ctx.module, loop.body, whole_function=False)
@@ -143,6 +145,14 @@ class EvalBuildsAutogradGraph(Rule):
         if any(isinstance(a, (cst.For, cst.While)) for a in facts.ancestors(loop)):
             return False  # the outermost loop is the per-batch one
         return eval_receivers_before(self.ctx, None, loop)
+
+    def _body_disables_grad(self, loop: Loop) -> bool:
+        """A `with no_grad()`/`inference_mode()` inside the loop around the model's forward."""
+        facts = self.ctx.torch
+        return any(
+            isinstance(n, cst.With) and any(facts.is_grad_off(item.item) for item in n.items) and self.models.runs_forward(n.body)
+            for n in iter_nodes(loop.body)
+        )
 
     def _switches_grad(self, root: cst.CSTNode) -> bool:
         for n in iter_nodes(root):

@@ -50,9 +50,12 @@ class CatInLoop(Rule):
     Flags a tensor or array that is grown inside a loop by concatenating it with a new piece each
     iteration: `x = torch.cat([x, y])`, `torch.concat`, `torch.vstack`/`hstack`, `np.concatenate`,
     `np.vstack`/`hstack`, `x = np.append(x, y)` (and the rank-growing `torch.stack`/`np.stack`), also the
-    `x = y if x is None else torch.cat([x, y])` form. Only a value that is *only* grown is flagged:
-    a value that the loop also transforms or consumes whole each iteration (U-Net skip connections,
-    DenseNet blocks, autoregressive decoding) is what the loop computes, not an accumulation.
+    `x = y if x is None else torch.cat([x, y])` and `if i == 0: x = y` / `else: x = torch.cat([x, y])`
+    forms. A value that the loop also transforms each iteration (U-Net skip connections) is what
+    the loop computes, not an accumulation, and so is one it consumes whole over a few fixed
+    iterations (DenseNet blocks over its layers). A sequence grown and read whole over a length
+    known only at run time (an autoregressive decode that feeds `ys` back to the model every step)
+    is still quadratic: reported at medium impact, as advice.
 
     ## Why is this slow?
     Each `torch.cat` allocates a new tensor and copies everything accumulated so far. After `n`
@@ -129,10 +132,23 @@ class CatInLoop(Rule):
         if loop is None or _tiny_loop(loop):
             return
         occurrences = self._occurrences(loop, target, node, call)
-        if any(o.kind in ("write", "read") for o in occurrences):
-            return  # transformed or consumed each iteration: not an accumulation
+        if any(o.kind == "write" for o in occurrences):
+            return  # transformed each iteration: what the loop computes, not an accumulation
         func_text = self.ctx.code(call.func)
         name = self.ctx.code(target)
+        if any(o.kind == "read" for o in occurrences):
+            # consumed whole each iteration (DenseNet features over a few layers: what the loop
+            # computes); over a sequence of a length given at run time (a decode loop that feeds
+            # `ys` back to the model) the copying is still quadratic, at medium impact
+            if _runtime_length(loop) and not self.ctx.matches(call.func, *APPEND):
+                self.report(
+                    node,
+                    f"`{name}` is re-concatenated with `{func_text}` on every step of this loop while the loop "
+                    "reads it whole: each call copies the sequence so far (quadratic in its length)",
+                    fix=Fix.advice(f"Preallocate `{name}` at its final length and write each step into it (or keep a cache of the steps)"),
+                    impact=self.impact.with_level(MEDIUM),
+                )
+            return
         stacking = self.ctx.matches(call.func, *STACK)
         appending = self.ctx.matches(call.func, *APPEND)
         fix: Optional[Fix] = None
@@ -253,11 +269,12 @@ class CatInLoop(Rule):
         return False
 
     def _under_none_guard(self, node: cst.CSTNode, target: Target) -> bool:
+        """The first value: under `if x is None:`, or under `if i == 0:` (the first iteration)."""
         child = node
         for a in self.ctx.torch.ancestors(node):
             if isinstance(a, (cst.For, cst.While, cst.FunctionDef)):
                 return False
-            if isinstance(a, cst.If) and child is a.body and _none_test(a.test, target):
+            if isinstance(a, cst.If) and child is a.body and (_none_test(a.test, target) or _first_iteration_test(a.test)):
                 return True
             child = a
         return False
@@ -389,6 +406,27 @@ def _none_test(test: cst.BaseExpression, target: Target) -> bool:
     if not (isinstance(comp.comparator, cst.Name) and comp.comparator.value == "None"):
         return False
     return dotted(test.left) == dotted(target)
+
+
+def _first_iteration_test(test: cst.BaseExpression) -> bool:
+    """`i == 0`, `step == 0`, `0 == i`: true on the first iteration only."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    comp = test.comparisons[0]
+    if not isinstance(comp.operator, cst.Equal):
+        return False
+    pair = (test.left, comp.comparator)
+    return any(isinstance(x, cst.Integer) and x.value == "0" for x in pair) and any(isinstance(x, cst.Name) for x in pair)
+
+
+def _runtime_length(loop: cst.CSTNode) -> bool:
+    """`for t in range(max_len)` with a length known at run time only, or a `while` loop."""
+    if isinstance(loop, cst.While):
+        return True
+    it = loop.iter if isinstance(loop, cst.For) else None
+    if isinstance(it, cst.Call) and dotted(it.func) == "range" and it.args:
+        return not all(isinstance(a.value, (cst.Integer, cst.UnaryOperation)) for a in it.args)
+    return False
 
 
 def _tiny_loop(loop: cst.CSTNode) -> bool:
