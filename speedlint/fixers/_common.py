@@ -202,7 +202,7 @@ def scaler_of_backward(call: cst.Call) -> Optional[Tuple[str, cst.Call]]:
 
 def fresh_name(ctx: FileContext, base: str, scope: Optional[cst.CSTNode] = None) -> str:
     """`base`, or `base2`... when taken: in `scope` (a function) plus module-level names, or anywhere."""
-    used = _names(ctx) if scope is None else _names_in(scope) | _module_names(ctx)
+    used = _names(ctx) if scope is None else names_in(ctx, scope) | _module_names(ctx)
     if base not in used:
         return base
     i = 2
@@ -211,39 +211,30 @@ def fresh_name(ctx: FileContext, base: str, scope: Optional[cst.CSTNode] = None)
     return f"{base}{i}"
 
 
-def _names_in(node: cst.CSTNode) -> Set[str]:
-    found: Set[str] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            found.add(n.value)
-
-    node.visit(V())
-    return found
+def names_in(ctx: FileContext, node: cst.CSTNode) -> Set[str]:
+    """Every name used in `node` (memoised per node: planning asks again and again)."""
+    memo = ctx.__dict__.setdefault("_speedlint_names_in", {})
+    found = memo.get(id(node))
+    if found is None or found[0] is not node:
+        found = memo[id(node)] = (node, {n.value for n in iter_nodes(node, skip_defs=False) if isinstance(n, cst.Name)})
+    return found[1]
 
 
 def _module_names(ctx: FileContext) -> Set[str]:
-    found: Set[str] = set()
-    for stmt in ctx.module.body:
-        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-            found.add(stmt.name.value)
-        else:
-            found |= _names_in(stmt)
-    return found
+    cache = ctx.__dict__.get("_speedlint_module_names")
+    if cache is None:
+        cache = set()
+        for stmt in ctx.module.body:
+            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                cache.add(stmt.name.value)
+            else:
+                cache |= names_in(ctx, stmt)
+        ctx.__dict__["_speedlint_module_names"] = cache
+    return cache
 
 
 def _names(ctx: FileContext) -> Set[str]:
-    cache = getattr(ctx, "_speedlint_names", None)
-    if cache is None:
-        cache = set()
-
-        class V(cst.CSTVisitor):
-            def visit_Name(self, node: cst.Name) -> None:
-                cache.add(node.value)
-
-        ctx.module.visit(V())
-        ctx._speedlint_names = cache  # type: ignore[attr-defined]
-    return cache
+    return names_in(ctx, ctx.module)
 
 
 # -- devices ---------------------------------------------------------------------------------------
@@ -351,19 +342,14 @@ def _assign_targets(ctx: FileContext) -> Dict[str, List[Tuple[Optional[cst.Funct
     if cache is None:
         cache = defaultdict(list)
         facts = ctx.torch
-
-        class V(cst.CSTVisitor):
-            def visit_Assign(self, node: cst.Assign) -> None:
+        for node in iter_nodes(ctx.module, skip_defs=False):  # the fast read-only walk
+            if isinstance(node, cst.Assign):
                 for t in node.targets:
                     for name in target_names(t.target):
                         cache[name].append((facts.enclosing_function(node), node))
-
-            def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-                if node.value is not None:
-                    for name in target_names(node.target):
-                        cache[name].append((facts.enclosing_function(node), node))
-
-        ctx.module.visit(V())
+            elif isinstance(node, cst.AnnAssign) and node.value is not None:
+                for name in target_names(node.target):
+                    cache[name].append((facts.enclosing_function(node), node))
         ctx._speedlint_binds = cache  # type: ignore[attr-defined]
     return cache
 

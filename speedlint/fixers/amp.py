@@ -51,6 +51,7 @@ from speedlint.fixers._common import (
     is_clip,
     is_zero_grad,
     name_available,
+    names_in,
     parse_expr,
     parse_stmt,
     receiver,
@@ -574,15 +575,9 @@ def _scaler_site(ctx: FileContext, opts: List[str], step_fn: Optional[cst.Functi
     after = max(stmts, key=lambda s: facts.order.get(s, 0))
     scope = scopes.pop()
     name = fresh_name(ctx, "scaler", scope)
-    if step_fn is not scope and name in _names_in_fn(step_fn):
+    if step_fn is not scope and step_fn is not None and name in names_in(ctx, step_fn):
         raise _Fail("`scaler` is already a name in the step function")
     return _Site(name, name, after, scope, None)
-
-
-def _names_in_fn(fn: Optional[cst.FunctionDef]) -> set:
-    from speedlint.fixers._common import _names_in
-
-    return _names_in(fn) if fn is not None else set()
 
 
 def _param_names(fn: Optional[cst.FunctionDef]) -> List[str]:
