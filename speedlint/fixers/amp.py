@@ -618,7 +618,7 @@ def _threaded_site(ctx: FileContext, opts: List[str], fn: cst.FunctionDef) -> _S
         raise _Fail("the callers create the optimizers in different scopes")
     scope = scopes.pop()
     name = fresh_name(ctx, "scaler", scope)
-    if name in _names_in_fn(fn):
+    if fn is not None and name in names_in(ctx, fn):
         raise _Fail("`scaler` is already a name in the step function")
     after = max(stmts, key=lambda s: facts.order.get(s, 0))
     if any(not facts.is_before(after, c) for c in callers):
