@@ -14,13 +14,14 @@ the `FileContext` (`loader_facts(ctx)`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 import libcst as cst
 
 from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.providers.names import dotted
-from speedlint.analyzer.providers.values import KwArg
+from speedlint.analyzer.providers.values import KwArg, Value
 from speedlint.analyzer.providers.walk import visit as fast_visit
 
 DATALOADER = "torch.utils.data.DataLoader"
@@ -37,18 +38,181 @@ POSITIONS = {
     "pin_memory": 7,
     "drop_last": 8,
 }
-_ITER_WRAPPERS = ("enumerate", "iter", "tqdm", "trange", "zip", "islice", "chain")
+#: Loaders built on torch's `DataLoader` (their keywords reach it through `**kwargs`), with the
+#: positions of their own leading parameters. `dataset` names whatever they load from.
+_PYG_LIKE = {"dataset": 0, "batch_size": 1, "shuffle": 2}
+LOADER_FAMILIES: Dict[str, Dict[str, int]] = {
+    DATALOADER: POSITIONS,
+    "torch_geometric.loader.DataLoader": _PYG_LIKE,
+    "torch_geometric.loader.dataloader.DataLoader": _PYG_LIKE,
+    "torch_geometric.data.DataLoader": _PYG_LIKE,
+    "torch_geometric.loader.DataListLoader": _PYG_LIKE,
+    "torch_geometric.data.DataListLoader": _PYG_LIKE,
+    "torch_geometric.loader.DenseDataLoader": _PYG_LIKE,
+    "torch_geometric.data.DenseDataLoader": _PYG_LIKE,
+    "torch_geometric.loader.ClusterLoader": {"dataset": 0},
+    "torch_geometric.data.ClusterLoader": {"dataset": 0},
+    "torch_geometric.loader.GraphSAINTRandomWalkSampler": {"dataset": 0, "batch_size": 1},
+    "torch_geometric.data.GraphSAINTRandomWalkSampler": {"dataset": 0, "batch_size": 1},
+    "torch_geometric.loader.GraphSAINTNodeSampler": {"dataset": 0, "batch_size": 1},
+    "torch_geometric.data.GraphSAINTNodeSampler": {"dataset": 0, "batch_size": 1},
+    "torch_geometric.loader.GraphSAINTEdgeSampler": {"dataset": 0, "batch_size": 1},
+    "torch_geometric.data.GraphSAINTEdgeSampler": {"dataset": 0, "batch_size": 1},
+    "torch_geometric.loader.NeighborLoader": {"dataset": 0},
+    "torch_geometric.loader.LinkNeighborLoader": {"dataset": 0},
+    "monai.data.DataLoader": {"dataset": 0, "num_workers": 1},
+    "monai.data.dataloader.DataLoader": {"dataset": 0, "num_workers": 1},
+    "dgl.dataloading.GraphDataLoader": {"dataset": 0},
+}
+#: What a module must mention for a loader of these families to be built in it (rule triggers).
+LOADER_TRIGGERS = ("Loader", "Sampler")
+#: The last parts of the loader classes' names (the `ast` pre-look).
+LOADER_TAILS = tuple(sorted({q.rsplit(".", 1)[-1] for q in LOADER_FAMILIES}))
+_ITER_WRAPPERS = ("enumerate", "iter", "tqdm", "trange", "zip", "islice", "chain", "cycle")
 
 Key = Tuple[Any, ...]
 
 
+@dataclass(frozen=True, eq=False)
+class LoaderKind:
+    """What kind of loader a call builds, and where its keywords may come from besides the call."""
+
+    qualname: str  # the loader class (for a project subclass: its base)
+    positions: Dict[str, int]
+    #: `functools.partial(DataLoader, ...)`: the partial call whose arguments come first
+    partial: Optional[cst.Call] = None
+    #: a project subclass defined in this module: its `__init__` (None when it has none)
+    init: Optional[cst.FunctionDef] = None
+    #: a project subclass: keywords the call leaves out have the subclass's defaults
+    subclass: bool = False
+    #: a project subclass defined in another module (its defaults are not known here)
+    foreign: bool = False
+
+
+def may_build_loader(facts: Any) -> bool:
+    """The `ast` pre-look of the loader rules: a loader class (or a `partial` of one) is called or
+    subclassed in the file."""
+    return facts.calls_any(*LOADER_TAILS) or facts.uses_any(*LOADER_TAILS)
+
+
+def loader_kind(ctx: FileContext, call: cst.Call) -> Optional[LoaderKind]:
+    """The kind of loader `call` builds (None: not a data loader)."""
+    memo = ctx.__dict__.setdefault("_speedlint_loader_kinds", {})
+    key = id(call)
+    got = memo.get(key)
+    if got is None or got[0] is not call:
+        got = memo[key] = (call, _loader_kind(ctx, call.func, 0))
+    return got[1]
+
+
+def _family(ctx: FileContext, func: cst.BaseExpression) -> Optional[str]:
+    q = ctx.qualname(func)
+    return q if q in LOADER_FAMILIES else None
+
+
+def _loader_kind(ctx: FileContext, func: cst.BaseExpression, depth: int) -> Optional[LoaderKind]:
+    family = _family(ctx, func)
+    if family is not None:
+        return LoaderKind(family, LOADER_FAMILIES[family])
+    if depth > 4:
+        return None
+    name = dotted(func)
+    if name is None:
+        return None
+    if "." not in name:
+        cls = _loader_subclass(ctx, name, depth)
+        if cls is not None:
+            return cls
+        partial = _partial_of(ctx, func)  # type: ignore[arg-type]
+        if partial is not None:
+            inner = _loader_kind(ctx, partial.args[0].value, depth + 1)
+            if inner is not None and inner.partial is None:
+                return LoaderKind(inner.qualname, inner.positions, partial, inner.init, inner.subclass, inner.foreign)
+    # a project subclass of a data loader defined in another module (the whole program says so)
+    seeds = ctx.seeds
+    if seeds is not None and name in seeds.project.get("loader_classes", ()):
+        return LoaderKind(DATALOADER, {"dataset": 0}, subclass=True, foreign=True)
+    return None
+
+
+def _loader_subclass(ctx: FileContext, name: str, depth: int) -> Optional[LoaderKind]:
+    classes = ctx.torch.class_defs.get(name, ())
+    if len(classes) != 1:
+        return None
+    cls = classes[0]
+    for base in cls.bases:
+        inner = _loader_kind(ctx, base.value, depth + 1)
+        if inner is None or inner.partial is not None:
+            continue
+        init = next(iter(ctx.torch.methods.get((name, "__init__"), ())), None)
+        if init is None:
+            return LoaderKind(inner.qualname, inner.positions, init=inner.init, subclass=True)
+        params = [p.name.value for p in [*init.params.posonly_params, *init.params.params][1:]]
+        return LoaderKind(inner.qualname, {p: i for i, p in enumerate(params)}, init=init, subclass=True)
+    return None
+
+
+def _partial_of(ctx: FileContext, name: cst.Name) -> Optional[cst.Call]:
+    """The `functools.partial(<loader class>, ...)` call a name is bound to (its only binding)."""
+    key = LoaderFacts.name_key_of(ctx, name)
+    bound = ctx.values.index.binds.get((key[1], key[2]), [])
+    if len(bound) != 1 or not isinstance(bound[0], cst.Call):
+        return None
+    call = bound[0]
+    if not ctx.matches(call.func, "functools.partial") or not call.args or call.args[0].keyword is not None or call.args[0].star:
+        return None
+    return call
+
+
 def is_dataloader(ctx: FileContext, call: cst.Call) -> bool:
-    return ctx.matches(call.func, DATALOADER)
+    return loader_kind(ctx, call) is not None
 
 
 def kwarg(ctx: FileContext, call: cst.Call, name: str) -> KwArg:
-    """What reaches DataLoader argument `name`, by keyword, position or `**kwargs`."""
-    return ctx.values.kwarg(call, name, position=POSITIONS.get(name))
+    """What reaches DataLoader argument `name`, by keyword, position or `**kwargs`; through the
+    keywords of a `functools.partial`, and the defaults of a project subclass's `__init__`."""
+    kind = loader_kind(ctx, call)
+    tracer = ctx.values
+    if kind is None:
+        return tracer.kwarg(call, name, position=POSITIONS.get(name))
+    position = kind.positions.get(name)
+    if kind.partial is not None:
+        bound = [a for a in kind.partial.args[1:] if a.keyword is None and not a.star]
+        own = tracer.kwarg(call, name, position - len(bound) if position is not None and position >= len(bound) else None)
+        if not own.missing:
+            return own
+        got = tracer.kwarg(kind.partial, name, position + 1 if position is not None and position < len(bound) else None)
+        if not got.missing or not kind.subclass:
+            return got
+        return _subclass_default(ctx, kind, name)
+    got = tracer.kwarg(call, name, position)
+    if got.missing and kind.subclass:
+        return _subclass_default(ctx, kind, name)
+    return got
+
+
+def _subclass_default(ctx: FileContext, kind: LoaderKind, name: str) -> KwArg:
+    """A keyword a subclass's construction leaves out: its `__init__` default, or what its
+    `super().__init__(...)` call passes (unknown for a subclass defined in another module)."""
+    init = kind.init
+    if init is None:
+        return KwArg("unknown") if kind.foreign else KwArg("missing")
+    for param in [*init.params.posonly_params, *init.params.params, *init.params.kwonly_params]:
+        if param.name.value == name:
+            if param.default is None:
+                return KwArg("unknown")
+            value = ctx.values.resolve(param.default)
+            if value is None:
+                return KwArg("unknown", None, param)
+            return KwArg("value", Value(value.options, value.origin, "default", value.certain), param)
+    for call in ctx.torch.units[init].calls:
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "__init__":
+            inner = func.value
+            if (isinstance(inner, cst.Call) and dotted(inner.func) == "super") or _family(ctx, inner) is not None:
+                positions = LOADER_FAMILIES.get(kind.qualname, POSITIONS)
+                return ctx.values.kwarg(call, name, position=positions.get(name))
+    return KwArg("unknown")
 
 
 class _Collect(cst.CSTVisitor):
@@ -98,8 +262,12 @@ class LoaderFacts:
 
     # -- names -------------------------------------------------------------------------------
     def name_key(self, name: cst.Name) -> Key:
-        binds = self.ctx.values.index.binds
-        for a in self.ctx.torch.ancestors(name):
+        return LoaderFacts.name_key_of(self.ctx, name)
+
+    @staticmethod
+    def name_key_of(ctx: FileContext, name: cst.Name) -> Key:
+        binds = ctx.values.index.binds
+        for a in ctx.torch.ancestors(name):
             if isinstance(a, cst.FunctionDef) and (a, name.value) in binds:
                 return ("name", a, name.value)
         return ("name", None, name.value)
@@ -520,6 +688,8 @@ def may_be_cuda(ctx: FileContext, call: cst.Call) -> bool:
         return False
     if func.attr.value == "cuda":
         return True
+    if func.attr.value == "type":  # `x.type(torch.cuda.FloatTensor)`, `x.type("torch.cuda.HalfTensor")`
+        return any("cuda" in (ctx.qualname(a.value) or ctx.code(a.value)) for a in call.args if not a.star)
     if func.attr.value != "to":
         return False
     device: Optional[cst.BaseExpression] = None

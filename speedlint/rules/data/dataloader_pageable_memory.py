@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, SAFE, Fix, Impact, ImportSpec, Rule
-from speedlint.analyzer.providers.loaders import batches_to_cuda, is_dataloader, kwarg
+from speedlint.analyzer.providers.loaders import LOADER_TRIGGERS, batches_to_cuda, is_dataloader, kwarg, may_build_loader
 
 
 class DataLoaderPageableMemory(Rule):
@@ -62,9 +62,9 @@ class DataLoaderPageableMemory(Rule):
         level=MEDIUM,
     )
     fixes = (SAFE, DISPLAY_ONLY)
-    triggers = ("DataLoader",)
+    triggers = LOADER_TRIGGERS
     ast_precondition = staticmethod(
-        lambda facts: facts.may_use_gpu and facts.calls_any("DataLoader") and facts.has_stmt_loop and facts.calls_any("to", "cuda")
+        lambda facts: facts.may_use_gpu and may_build_loader(facts) and facts.has_stmt_loop and facts.calls_any("to", "cuda", "type")
     )
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, UNSAFE, Fix, Impact, Rule
-from speedlint.analyzer.providers.loaders import is_dataloader, workers_text
+from speedlint.analyzer.providers.loaders import LOADER_TRIGGERS, is_dataloader, may_build_loader, workers_text
 
 
 class DataLoaderSyncLoading(Rule):
@@ -91,8 +91,8 @@ class DataLoaderSyncLoading(Rule):
         level=HIGH,
     )
     fixes = (UNSAFE, DISPLAY_ONLY)
-    triggers = ("DataLoader",)
-    ast_precondition = staticmethod(lambda facts: facts.calls_any("DataLoader"))
+    triggers = LOADER_TRIGGERS
+    ast_precondition = staticmethod(may_build_loader)
 
     def visit_Call(self, node: cst.Call) -> None:
         if not is_dataloader(self.ctx, node):

@@ -7,7 +7,7 @@ from typing import Optional
 import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, SAFE, Fix, Impact, Rule
-from speedlint.analyzer.providers.loaders import is_dataloader, kwarg, loader_facts
+from speedlint.analyzer.providers.loaders import LOADER_TRIGGERS, is_dataloader, kwarg, loader_facts, loader_kind, may_build_loader
 
 
 class DataLoaderWorkersRespawned(Rule):
@@ -63,8 +63,8 @@ class DataLoaderWorkersRespawned(Rule):
         level=MEDIUM,
     )
     fixes = (SAFE, DISPLAY_ONLY)
-    triggers = ("DataLoader",)
-    ast_precondition = staticmethod(lambda facts: facts.may_have_training_step and facts.calls_any("DataLoader"))
+    triggers = LOADER_TRIGGERS
+    ast_precondition = staticmethod(lambda facts: facts.may_have_training_step and may_build_loader(facts))
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
@@ -106,7 +106,8 @@ class DataLoaderWorkersRespawned(Rule):
 
         ctx = self.ctx
         node = workers.node
-        if not isinstance(node, (cst.Arg, cst.DictElement)):
+        kind = loader_kind(ctx, call)
+        if not isinstance(node, (cst.Arg, cst.DictElement)) or (kind is not None and kind.subclass):
             return None
         expr = node.value
         if isinstance(expr, cst.Integer):
