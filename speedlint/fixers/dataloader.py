@@ -154,7 +154,7 @@ def plan_loader(ctx: FileContext, call: cst.Call) -> Optional[LoaderPlan]:
         value = kw.value
         assert value is not None
         origin = value.origin
-        if len(value.options) != 1 or origin is None:
+        if len(value.options) != 1 or origin is None or kw.conditional:
             plan.reason = "`num_workers` is chosen by a condition; set it from the CPU count by hand"
             return plan
         if isinstance(origin, cst.Arg) and origin.keyword is not None and origin.keyword.value == "default":

@@ -14,6 +14,7 @@ the `FileContext` (`loader_facts(ctx)`).
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
@@ -21,7 +22,7 @@ import libcst as cst
 
 from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.providers.names import dotted
-from speedlint.analyzer.providers.values import KwArg, Value
+from speedlint.analyzer.providers.values import NO_DEFAULT, KwArg, Value
 from speedlint.analyzer.providers.walk import visit as fast_visit
 
 DATALOADER = "torch.utils.data.DataLoader"
@@ -64,6 +65,8 @@ LOADER_FAMILIES: Dict[str, Dict[str, int]] = {
     "monai.data.dataloader.DataLoader": {"dataset": 0, "num_workers": 1},
     "dgl.dataloading.GraphDataLoader": {"dataset": 0},
 }
+#: What torch's DataLoader uses for a keyword that is left out (`**kwargs` that may lack it).
+DEFAULTS: Dict[str, Any] = {"num_workers": 0, "pin_memory": False, "persistent_workers": False, "drop_last": False, "shuffle": False}
 #: What a module must mention for a loader of these families to be built in it (rule triggers).
 LOADER_TRIGGERS = ("Loader", "Sampler")
 #: The last parts of the loader classes' names (the `ast` pre-look).
@@ -173,19 +176,22 @@ def kwarg(ctx: FileContext, call: cst.Call, name: str) -> KwArg:
     keywords of a `functools.partial`, and the defaults of a project subclass's `__init__`."""
     kind = loader_kind(ctx, call)
     tracer = ctx.values
+    default = DEFAULTS.get(name, NO_DEFAULT)
     if kind is None:
-        return tracer.kwarg(call, name, position=POSITIONS.get(name))
+        return tracer.kwarg(call, name, POSITIONS.get(name), default)
+    if kind.subclass:
+        default = NO_DEFAULT  # its own `__init__` decides
     position = kind.positions.get(name)
     if kind.partial is not None:
         bound = [a for a in kind.partial.args[1:] if a.keyword is None and not a.star]
-        own = tracer.kwarg(call, name, position - len(bound) if position is not None and position >= len(bound) else None)
+        own = tracer.kwarg(call, name, position - len(bound) if position is not None and position >= len(bound) else None, default)
         if not own.missing:
             return own
-        got = tracer.kwarg(kind.partial, name, position + 1 if position is not None and position < len(bound) else None)
+        got = tracer.kwarg(kind.partial, name, position + 1 if position is not None and position < len(bound) else None, default)
         if not got.missing or not kind.subclass:
             return got
         return _subclass_default(ctx, kind, name)
-    got = tracer.kwarg(call, name, position)
+    got = tracer.kwarg(call, name, position, default)
     if got.missing and kind.subclass:
         return _subclass_default(ctx, kind, name)
     return got
@@ -250,6 +256,10 @@ class LoaderFacts:
         self.calls: List[cst.Call] = [c for c in f.calls if is_dataloader(ctx, c)]
         self.keys: Dict[Key, Set[cst.Call]] = {}
         self.returns: Dict[cst.FunctionDef, Set[cst.Call]] = {}
+        #: names (and `self.x`) bound to a tuple, list or dict holding loaders: member -> loaders
+        self.members: Dict[Key, Dict[Any, Set[cst.Call]]] = {}
+        #: functions returning such a container (`return train_set, train_loader`)
+        self.ret_members: Dict[cst.FunctionDef, Dict[Any, Set[cst.Call]]] = {}
         self._collect = _Collect()
         fast_visit(ctx.module, self._collect)
         if self.calls:
@@ -290,8 +300,53 @@ class LoaderFacts:
             for fn in self.ctx.torch.resolve_call(expr):
                 found |= self.returns.get(fn, set())
             return found
+        if isinstance(expr, cst.Subscript):  # loaders["train"], returned[1]
+            members = self.members_of(expr.value)
+            if not members:
+                return set()
+            index = _literal_index(expr)
+            if index is not None:
+                return set(members.get(index, ()))
+            return {c for calls in members.values() for c in calls}
         key = self._expr_key(expr)
         return set(self.keys.get(key, ())) if key is not None else set()
+
+    def members_of(self, expr: Optional[cst.BaseExpression]) -> Dict[Any, Set[cst.Call]]:
+        """Member -> loaders of a tuple, list or dict that holds loaders (empty: none)."""
+        out: Dict[Any, Set[cst.Call]] = {}
+        if isinstance(expr, (cst.Tuple, cst.List)):
+            for i, el in enumerate(expr.elements):
+                if isinstance(el, cst.StarredElement):
+                    break
+                calls = self.origins(el.value)
+                if calls:
+                    out[i] = calls
+        elif isinstance(expr, cst.Dict):
+            for el in expr.elements:
+                if isinstance(el, cst.DictElement):
+                    key = _literal(el.key)
+                    calls = self.origins(el.value)
+                    if key is not None and calls:
+                        out[key] = calls
+        elif isinstance(expr, cst.Call):
+            for fn in self.ctx.torch.resolve_call(expr):
+                for k, calls in self.ret_members.get(fn, {}).items():
+                    out.setdefault(k, set()).update(calls)
+        elif expr is not None:
+            key = self._expr_key(expr)
+            if key is not None:
+                for k, calls in self.members.get(key, {}).items():
+                    out[k] = set(calls)
+        return out
+
+    def _add_members(self, into: Dict[Any, Set[cst.Call]], members: Dict[Any, Set[cst.Call]]) -> bool:
+        changed = False
+        for k, calls in members.items():
+            have = into.setdefault(k, set())
+            if not calls <= have:
+                have |= calls
+                changed = True
+        return changed
 
     def _add(self, key: Optional[Key], calls: Set[cst.Call]) -> bool:
         if key is None or not calls:
@@ -308,18 +363,38 @@ class LoaderFacts:
             changed = False
             for node in self._collect.assigns:
                 value = node.value  # type: ignore[attr-defined]
+                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]  # type: ignore[attr-defined]
+                members = self.members_of(value)
+                if members:
+                    for t in targets:
+                        if isinstance(t, (cst.Tuple, cst.List)):  # `train_set, train_loader = get_data()`
+                            for i, el in enumerate(t.elements):
+                                if isinstance(el, cst.StarredElement):
+                                    break
+                                changed |= self._add(self._expr_key(el.value), members.get(i, set()))
+                        else:
+                            key = self._expr_key(t)
+                            if key is not None:
+                                changed |= self._add_members(self.members.setdefault(key, {}), members)
                 calls = self.origins(value)
                 if not calls:
                     continue
-                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]  # type: ignore[attr-defined]
                 for t in targets:
                     changed |= self._add(self._expr_key(t), calls)
             for ret in self._collect.returns:
                 fn = f.enclosing_function(ret)
+                if fn is None:
+                    continue
+                members = self.members_of(ret.value)
+                if members:
+                    changed |= self._add_members(self.ret_members.setdefault(fn, {}), members)
                 calls = self.origins(ret.value)
-                if fn is not None and calls and not calls <= self.returns.get(fn, set()):
+                if calls and not calls <= self.returns.get(fn, set()):
                     self.returns.setdefault(fn, set()).update(calls)
                     changed = True
+            for loop in f.loops:  # `for loader in (train_loader, val_loader):`, `for name, loader in loaders.items()`
+                if isinstance(loop, cst.For):
+                    changed |= self._bind_loop_target(loop.target, loop.iter)
             for call in f.calls:
                 args = [(i, a) for i, a in enumerate(call.args)]
                 loaders = [(i, a, self.origins(a.value)) for i, a in args if not a.star]
@@ -346,6 +421,19 @@ class LoaderFacts:
                             changed |= self._add(("name", fn, param.name.value), calls)
             if not changed:
                 break
+
+    def _bind_loop_target(self, target: cst.BaseExpression, it: cst.BaseExpression) -> bool:
+        """A loop whose variable takes each loader of a container in turn."""
+        if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and it.func.attr.value in ("values", "items") and not it.args:
+            calls = {c for cs in self.members_of(it.func.value).values() for c in cs}
+            if it.func.attr.value == "items":
+                if not (isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2):
+                    return False
+                target = target.elements[1].value
+        else:
+            members = self.members_of(it)
+            calls = {c for cs in members.values() for c in cs}
+        return self._add(self._expr_key(target), calls) if calls else False
 
     # -- uses --------------------------------------------------------------------------------
     def unwrap(self, expr: cst.BaseExpression) -> List[cst.BaseExpression]:
@@ -429,6 +517,17 @@ class LoaderFacts:
         if isinstance(parent, cst.Param):
             return True
         return False
+
+    def dataset_self_test(self, call: cst.Call) -> bool:
+        """The loader is the self-test of a dataset module: built under its `if __name__ ==
+        "__main__":` block, in a file that defines the dataset (`__getitem__`) and trains nothing."""
+        guard = self.main_guard()
+        if guard is None or self.top_statement(call) is not guard:
+            return False
+        f = self.ctx.torch
+        if f.step_loops or not any(name in ("__getitem__", "__iter__") for _, name in f.methods):
+            return False
+        return not any(f.grad_disabled_at(loop) or f.eval_loop_of(loop) for loop in self.iteration_loops(call))
 
     # -- datasets ----------------------------------------------------------------------------
     def dataset_expr(self, call: cst.Call) -> Optional[cst.BaseExpression]:
@@ -564,6 +663,23 @@ class LoaderFacts:
         return found
 
 
+def _literal(node: cst.BaseExpression) -> Any:
+    """The value of a string or integer literal (None for anything else)."""
+    if isinstance(node, (cst.SimpleString, cst.Integer)):
+        try:
+            value = ast.literal_eval(node.value)
+        except Exception:
+            return None
+        return value if isinstance(value, (str, int)) else None
+    return None
+
+
+def _literal_index(node: cst.Subscript) -> Any:
+    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        return None
+    return _literal(node.slice[0].slice.value)
+
+
 def _is_next_iter(call: cst.Call) -> bool:
     """`next(iter(x))`: exactly one argument each (any keyword or star form of it too, as the
     matcher `Call(func=Name("next"), args=[Arg(value=Call(func=Name("iter"), args=[Arg()]))])` did)."""
@@ -632,7 +748,7 @@ def sync_loading(ctx: FileContext, call: cst.Call) -> Optional[KwArg]:
     dataset = facts.dataset_expr(call)
     if facts.in_memory(dataset) or facts.iterable_dataset(dataset):
         return None
-    if facts.only_peeked(call):
+    if facts.only_peeked(call) or facts.dataset_self_test(call):
         return None
     return kw
 
@@ -803,7 +919,7 @@ def _follow(ctx: FileContext, body: cst.CSTNode, names: Iterable[str], depth: in
         return taint.found
     f = ctx.torch
     for site, arg in taint.handoffs:
-        for fn in f.resolve_call(site):
+        for fn in [*f.resolve_call(site), *_forward_of(ctx, site)]:
             params = list(fn.params.posonly_params) + list(fn.params.params)
             if arg.keyword is not None:
                 names2 = [arg.keyword.value]
@@ -819,3 +935,29 @@ def _follow(ctx: FileContext, body: cst.CSTNode, names: Iterable[str], depth: in
             if found is not None:
                 return found
     return None
+
+
+def _forward_of(ctx: FileContext, site: cst.Call) -> List[cst.FunctionDef]:
+    """`model(x)` where `model` (or `self.model`) is bound to an instance of a class of this
+    file: its `forward` (or `__call__`), found along the bases."""
+    func = site.func
+    values: List[Any] = []
+    if isinstance(func, cst.Name):
+        key = LoaderFacts.name_key_of(ctx, func)
+        values = ctx.values.index.binds.get((key[1], key[2]), [])
+    elif isinstance(func, cst.Attribute) and dotted(func.value) == "self":
+        values = ctx.values.index.self_attrs.get((ctx.torch.enclosing_class(site), func.attr.value), [])
+    found: List[cst.FunctionDef] = []
+    for value in values:
+        # `Net(...)` or `Net(...).to(device)` / `.cuda()`
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in ("to", "cuda", "train", "eval"):
+            value = value.func.value
+        if not isinstance(value, cst.Call) or not isinstance(value.func, cst.Name):
+            continue
+        for cls in ctx.torch.class_defs.get(value.func.value, ()):
+            for method in ("forward", "__call__"):
+                fns = ctx.torch._methods_in_hierarchy(cls, method)
+                if fns:
+                    found += fns
+                    break
+    return found

@@ -97,6 +97,6 @@ class DataLoaderPageableMemory(Rule):
             message = message.replace("is not set", "is false")
             value = pin.value
             origin = value.origin if value is not None else None
-            if value is not None and value.kind in ("literal", "dict") and isinstance(origin, cst.Name) and origin.value == "False":
+            if value is not None and not pin.conditional and value.kind in ("literal", "dict") and isinstance(origin, cst.Name) and origin.value == "False":
                 fix = Fix.replace(origin, cst.parse_expression(PIN_CODE), "Set `pin_memory=torch.cuda.is_available()`", SAFE, [ImportSpec("torch")])
         self.report(node, message, fix=fix or Fix.advice("Pin host memory: `pin_memory=True` when training on CUDA"))

@@ -16,8 +16,9 @@ class DataLoaderWorkersRespawned(Rule):
     Flags a `DataLoader` with one or more workers that is iterated once per epoch (inside an outer
     loop, or in a function called once per epoch) without `persistent_workers=True`. The worker
     count is traced like SPD101's (constants, argparse defaults, keyword dicts, config lookups).
-    Single-epoch scripts and loaders whose `persistent_workers` is already truthy (also through
-    `**kwargs` or a conditional) are not flagged.
+    Single-epoch scripts, loaders whose `persistent_workers` is already truthy (also through
+    `**kwargs` or a conditional), and loaders built again inside the epoch loop (SPD104: a new
+    loader every epoch, which persistent workers would not outlive) are not flagged.
 
     ## Why is this slow?
     Without persistent workers, every `for batch in loader` starts `num_workers` fresh processes,
@@ -77,7 +78,9 @@ class DataLoaderWorkersRespawned(Rule):
         if persistent.unknown or (persistent.value is not None and persistent.value.any(bool)):
             return
         epoch = self._per_epoch(node)
-        elsewhere = ctx.loader_use(node).get("epoch") if epoch is None else None
+        elsewhere = None
+        if epoch is None and ctx.torch.epoch_of(node) is None and not ctx.torch.in_training_step(node):
+            elsewhere = ctx.loader_use(node).get("epoch")  # (a loader built every epoch is new every epoch)
         if epoch is None and elsewhere is None:
             return
         count = "/".join(str(v) for v in workers.value.options)
@@ -97,6 +100,8 @@ class DataLoaderWorkersRespawned(Rule):
                 continue
             if isinstance(unit, cst.For) and _single_pass(ctx, unit):
                 continue
+            if any(a is unit for a in ctx.torch.ancestors(call)):
+                continue  # built again every epoch: persistent workers would not outlive it (SPD104)
             return unit
         return None
 
@@ -107,7 +112,7 @@ class DataLoaderWorkersRespawned(Rule):
         ctx = self.ctx
         node = workers.node
         kind = loader_kind(ctx, call)
-        if not isinstance(node, (cst.Arg, cst.DictElement)) or (kind is not None and kind.subclass):
+        if not isinstance(node, (cst.Arg, cst.DictElement)) or (kind is not None and kind.subclass) or workers.conditional or persistent.conditional:
             return None
         expr = node.value
         if isinstance(expr, cst.Integer):
