@@ -141,7 +141,12 @@ def _expr(node: Optional[ast.AST], depth: int = 0) -> Any:
         return ["k", -value] if isinstance(value, (int, float)) and not isinstance(value, bool) else None
     if kind is ast.Subscript:
         base = _expr(node.value, depth + 1)  # type: ignore[attr-defined]
-        return ["s", base] if base is not None else None
+        if base is None:
+            return None
+        key = node.slice  # type: ignore[attr-defined]
+        if key.__class__ is ast.Constant and isinstance(key.value, (str, int)) and not isinstance(key.value, bool):
+            return ["s", base, key.value]  # a literal key: config lookups follow it
+        return ["s", base]
     if kind in (ast.Tuple, ast.List, ast.Set):
         elts = [_expr(e, depth + 1) for e in node.elts]  # type: ignore[attr-defined]
         elts = [e for e in elts if e is not None]
@@ -559,7 +564,21 @@ def summarize(text: str, tree: Optional[ast.Module] = None) -> Optional[Dict[str
     summary["cudnn_text"] = "cudnn" in text
     summary["benchmark_on"] = bool(_BENCHMARK_ON.search(text))
     summary["fixed_shapes"] = bool(_FIXED_SHAPES.search(text))
+    _data_facts(summary, text, tree)
     return summary
+
+
+def _data_facts(summary: Dict[str, Any], text: str, tree: ast.Module) -> None:
+    """Data-loading and config-file facts (`speedlint.analyzer.configs.summary`, `loader_program`)."""
+    from speedlint.analyzer.configs.summary import config_summary
+    from speedlint.analyzer.loader_program import loader_summary
+
+    configs = config_summary(tree)
+    if configs:
+        summary["configs"] = configs
+    loaders = loader_summary(tree, text)
+    if loaders:
+        summary["loaders"] = loaders
 
 
 # -- the link step --------------------------------------------------------------------------------
@@ -1536,10 +1555,16 @@ class Hotness:
         return self._by_shown.get(chain[0].path)
 
 
-def link(files: Sequence[Tuple[str, str, Dict[str, Any]]]) -> Dict[str, FileSeeds]:
-    """Summaries of every file of a run -> the seeds of each file that the whole program makes hot."""
+def link(files: Sequence[Tuple[str, str, Dict[str, Any]]], config_files: Sequence[str] = ()) -> Dict[str, FileSeeds]:
+    """Summaries of every file of a run -> the seeds of each file that the whole program makes hot.
+    `config_files`: the config files the run found (absolute paths), which code may read."""
     files = [f for f in files if f[2] is not None]
     if not files:
         return {}
     program = Program(files)
-    return Hotness(program).seeds()
+    hot = Hotness(program)
+    seeds = hot.seeds()
+    from speedlint.analyzer.loader_program import add_data_seeds
+
+    add_data_seeds(hot, seeds, FileSeeds, config_files)
+    return seeds

@@ -66,6 +66,8 @@ LOADER_FAMILIES: Dict[str, Dict[str, int]] = {
     "monai.data.dataloader.DataLoader": {"dataset": 0, "num_workers": 1},
     "dgl.dataloading.GraphDataLoader": {"dataset": 0},
 }
+#: The worker count a fix writes into a config file (a literal: a config cannot ask for the CPU count).
+CONFIG_WORKERS = 4
 #: What torch's DataLoader uses for a keyword that is left out (`**kwargs` that may lack it).
 DEFAULTS: Dict[str, Any] = {"num_workers": 0, "pin_memory": False, "persistent_workers": False, "drop_last": False, "shuffle": False}
 #: What a module must mention for a loader of these families to be built in it (rule triggers).
@@ -176,10 +178,10 @@ def kwarg(ctx: FileContext, call: cst.Call, name: str) -> KwArg:
     """What reaches DataLoader argument `name`, by keyword, position or `**kwargs`; through the
     keywords of a `functools.partial`, and the defaults of a project subclass's `__init__`."""
     kind = loader_kind(ctx, call)
-    tracer = ctx.values
+    tracer = ctx.config_values
     default = DEFAULTS.get(name, NO_DEFAULT)
     if kind is None:
-        return tracer.kwarg(call, name, POSITIONS.get(name), default)
+        return _checked(ctx, name, tracer.kwarg(call, name, POSITIONS.get(name), default))
     if kind.subclass:
         default = NO_DEFAULT  # its own `__init__` decides
     position = kind.positions.get(name)
@@ -195,7 +197,41 @@ def kwarg(ctx: FileContext, call: cst.Call, name: str) -> KwArg:
     got = tracer.kwarg(call, name, position, default)
     if got.missing and kind.subclass:
         return _subclass_default(ctx, kind, name)
-    return got
+    return _checked(ctx, name, got)
+
+
+#: What each DataLoader keyword must be (a config value of another type is a problem worth saying).
+_TYPES = {"num_workers": (int,), "pin_memory": (bool, int), "persistent_workers": (bool, int), "prefetch_factor": (int, type(None))}
+
+
+def _checked(ctx: FileContext, name: str, kw: KwArg) -> KwArg:
+    """A value from a config file of the wrong type for its keyword: a diagnostic, and unknown."""
+    value = kw.value
+    if value is None or not value.config or name not in _TYPES:
+        return kw
+    wrong = [s for s in value.config if not isinstance(s.value, _TYPES[name]) or (name == "num_workers" and isinstance(s.value, bool))]
+    if not wrong:
+        return kw
+    lookup = getattr(ctx.config_values, "configs", None)
+    if lookup is not None:
+        site = wrong[0]
+        lookup.problems.append((site.path, f"line {site.line}: `{'.'.join(map(str, site.keys))}: {site.raw}` is read as the DataLoader's `{name}`, which needs {'a whole number' if name == 'num_workers' else 'true or false'}"))
+    return KwArg("unknown", None, kw.node, kw.via)
+
+
+def config_site(kw: KwArg) -> Any:
+    """The one config-file place (`providers.configs.ConfigSite`) a keyword's value comes from
+    (None: not from a config file, or from several places)."""
+    value = kw.value
+    if value is None or value.kind != "config" or not value.config:
+        return None
+    places = {(s.path, s.line, s.col) for s in value.config}
+    return value.config[0] if len(places) == 1 else None
+
+
+def code_site(kw: KwArg, call: cst.Call) -> cst.CSTNode:
+    """Where the code reads a keyword's value: its argument, else the loader call."""
+    return kw.node if isinstance(kw.node, cst.Arg) else call
 
 
 def _subclass_default(ctx: FileContext, kind: LoaderKind, name: str) -> KwArg:
@@ -208,7 +244,7 @@ def _subclass_default(ctx: FileContext, kind: LoaderKind, name: str) -> KwArg:
         if param.name.value == name:
             if param.default is None:
                 return KwArg("unknown")
-            value = ctx.values.resolve(param.default)
+            value = ctx.config_values.resolve(param.default)
             if value is None:
                 return KwArg("unknown", None, param)
             return KwArg("value", Value(value.options, value.origin, "default", value.certain), param)
@@ -218,7 +254,7 @@ def _subclass_default(ctx: FileContext, kind: LoaderKind, name: str) -> KwArg:
             inner = func.value
             if (isinstance(inner, cst.Call) and dotted(inner.func) == "super") or _family(ctx, inner) is not None:
                 positions = LOADER_FAMILIES.get(kind.qualname, POSITIONS)
-                return ctx.values.kwarg(call, name, position=positions.get(name))
+                return ctx.config_values.kwarg(call, name, position=positions.get(name))
     return KwArg("unknown")
 
 
@@ -727,6 +763,9 @@ def workers_text(kw: KwArg) -> str:
         return f"`num_workers` comes from a command-line option that defaults to {shown}"
     if value.kind == "config-default":
         return f"`num_workers` falls back to {shown} when the config does not set it"
+    if value.kind == "config" and value.config:
+        site = value.config[0]
+        return f"`num_workers` is {shown} in the config file (`{site.name}`)"
     if value.kind == "dict":
         return f"`num_workers` is {shown} in the keyword arguments"
     if value.kind == "default":

@@ -33,8 +33,10 @@ class Value:
 
     options: Tuple[Any, ...]
     origin: Optional[cst.CSTNode] = None  # where the value is written (literal, default=..., dict entry)
-    kind: str = "literal"  # literal | constant | default | argparse | dict | config-default | helper | attribute
+    kind: str = "literal"  # literal | constant | default | argparse | dict | config | config-default | helper | attribute
     certain: bool = True
+    #: where a config file holds it (`providers.configs.ConfigSite`s; empty: not from a config file)
+    config: Tuple[Any, ...] = ()
 
     def all(self, pred: Callable[[Any], bool]) -> bool:
         return all(_safe(pred, o) for o in self.options)
@@ -209,10 +211,19 @@ _BINOPS = {
 }
 
 
+class ConfigEntry:
+    """A scalar of a config mapping that reaches a call through `**cfg.loader` (not a CST node)."""
+
+    def __init__(self, site: Any) -> None:
+        self.site = site
+
+
 class ValueTracer:
-    def __init__(self, facts: TorchFacts) -> None:
+    def __init__(self, facts: TorchFacts, configs: Any = None) -> None:
         self.facts = facts
         self._index: Optional[_Index] = None
+        #: `providers.configs.ConfigLookup`: values read from config files (None: not asked)
+        self.configs = configs
 
     @property
     def index(self) -> _Index:
@@ -257,6 +268,7 @@ class ValueTracer:
             origin: Optional[cst.CSTNode] = None
             element: Optional[cst.CSTNode] = None
             certain, missing = True, False
+            config: Tuple[Any, ...] = ()
             for items, complete in alternatives:
                 if name not in items:
                     if not complete:
@@ -269,8 +281,9 @@ class ValueTracer:
                     return KwArg("unknown", None, node, arg.value)
                 options = _merge(options, value.options)
                 origin = origin or value.origin
-                element = element or node
+                element = element or node or arg
                 certain = certain and value.certain
+                config += value.config
             if element is None:
                 continue  # not in this dict: the next `**` may have it
             if missing:
@@ -278,7 +291,8 @@ class ValueTracer:
                     return KwArg("unknown", None, element, arg.value)
                 options = _merge(options, (default,))
             conditional = len(alternatives) > 1
-            return KwArg("value", Value(options, origin, "dict", certain), element, arg.value, conditional)
+            kind = "config" if config and not missing else "dict"
+            return KwArg("value", Value(options, origin, kind, certain, config), element, arg.value, conditional)
         return KwArg("missing")
 
     def dict_entries(
@@ -318,6 +332,11 @@ class ValueTracer:
             return alternatives
         if isinstance(expr, cst.Call) and dotted(expr.func) == "dict":
             return self._merge_call_args(expr, [({}, True)], depth)
+        if self.configs is not None and isinstance(expr, (cst.Attribute, cst.Subscript, cst.Call)):
+            got = self.configs.entries(expr)  # `**cfg.loader`: a mapping of a config file
+            if got is not None:
+                sites, complete = got
+                return [({k: (ConfigEntry(site), None) for k, site in sites.items()}, complete)]  # type: ignore[dict-item]
         if isinstance(expr, cst.IfExp):
             body, orelse = self.dict_alternatives(expr.body, depth + 1), self.dict_alternatives(expr.orelse, depth + 1)
             if body is None or orelse is None:
@@ -389,6 +408,15 @@ class ValueTracer:
 
     # -- resolution ------------------------------------------------------------------------
     def _resolve(self, expr: cst.BaseExpression, depth: int) -> Optional[Value]:
+        if isinstance(expr, ConfigEntry):
+            site = expr.site
+            return Value((site.value,), None, "config", True, (site,))
+        if self.configs is not None and isinstance(expr, (cst.Attribute, cst.Subscript, cst.Call)):
+            got = self.configs.resolve(expr, self, depth)
+            if got is not None:
+                return got
+        if isinstance(expr, cst.BooleanOperation):
+            return self._resolve_boolean(expr, depth)
         if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)):
             try:
                 return Value((ast.literal_eval(_code(expr)),), expr)
@@ -416,12 +444,12 @@ class ValueTracer:
                 options = tuple(op(a, b) for a in left.options for b in right.options)
             except Exception:
                 return None
-            return Value(options, left.origin, left.kind, left.certain and right.certain)
+            return Value(options, left.origin, left.kind, left.certain and right.certain, left.config + right.config)
         if isinstance(expr, cst.IfExp):
             body, orelse = self.resolve(expr.body, depth), self.resolve(expr.orelse, depth)
             if body is None or orelse is None:
                 return None
-            return Value(_merge(body.options, orelse.options), expr, "conditional", body.certain and orelse.certain)
+            return Value(_merge(body.options, orelse.options), expr, "conditional", body.certain and orelse.certain, body.config + orelse.config)
         if isinstance(expr, cst.Attribute):
             return self._resolve_attribute(expr, depth)
         if isinstance(expr, cst.Subscript):
@@ -433,6 +461,22 @@ class ValueTracer:
         if isinstance(expr, cst.Call):
             return self._resolve_call(expr, depth)
         return None
+
+    def _resolve_boolean(self, expr: cst.BooleanOperation, depth: int) -> Optional[Value]:
+        """`a or b` / `a and b`: the options each side may give."""
+        left = self.resolve(expr.left, depth)
+        if left is None:
+            return None
+        is_or = isinstance(expr.operator, cst.Or)
+        passed = tuple(o for o in left.options if bool(o) == is_or)
+        if len(passed) == len(left.options):
+            return left
+        right = self.resolve(expr.right, depth)
+        if right is None:
+            return None
+        options = _merge(passed, right.options)
+        config = left.config if passed else ()
+        return Value(options, left.origin if passed else right.origin, left.kind if passed else right.kind, left.certain and right.certain, config + right.config)
 
     def _entry_value(self, mapping: cst.BaseExpression, key: str, default: Optional[Value], depth: int) -> Optional[Value]:
         """`mapping[key]` (no `default`: a dict without the key raises, it adds nothing) or
@@ -459,7 +503,7 @@ class ValueTracer:
         options: Tuple[Any, ...] = ()
         for value in values:
             options = _merge(options, value.options)
-        return Value(options, values[0].origin, "dict", all(v.certain for v in values))
+        return Value(options, values[0].origin, "dict", all(v.certain for v in values), tuple(c for v in values for c in v.config))
 
     def _bindings(self, name: cst.Name) -> Tuple[Scope, List[Any]]:
         """The scope that binds `name` at this point and its bindings there."""
@@ -480,6 +524,7 @@ class ValueTracer:
         origin = None
         kind = "constant" if scope is None else "local"
         certain = True
+        config: Tuple[Any, ...] = ()
         for b in bound:
             if b is _UNKNOWN:
                 return None
@@ -495,7 +540,8 @@ class ValueTracer:
             options = _merge(options, value.options)
             origin = origin or value.origin
             certain = certain and value.certain
-        return Value(options, origin, kind, certain)
+            config += value.config
+        return Value(options, origin, kind, certain, config)
 
     def _resolve_param(self, fn: cst.FunctionDef, param: cst.Param, depth: int) -> Optional[Value]:
         if param.star:  # *args / **kwargs
@@ -579,6 +625,7 @@ class ValueTracer:
         options: Tuple[Any, ...] = ()
         origin = None
         certain = True
+        config: Tuple[Any, ...] = ()
         for e in exprs:
             if e is _UNKNOWN or isinstance(e, tuple):
                 return None
@@ -588,9 +635,10 @@ class ValueTracer:
             options = _merge(options, value.options)
             origin = origin or value.origin
             certain = certain and value.certain
-            if value.kind in ("argparse", "default", "dict", "config-default"):
+            config += value.config
+            if value.kind in ("argparse", "default", "dict", "config", "config-default"):
                 kind = value.kind
-        return Value(options, origin, kind, certain) if options else None
+        return Value(options, origin, kind, certain, config) if options else None
 
     def _argparse_default(self, calls: List[cst.Call], depth: int) -> Optional[Value]:
         options: Tuple[Any, ...] = ()
@@ -630,7 +678,7 @@ class ValueTracer:
                 return None
             conv = {"int": int, "bool": bool, "float": float, "str": str}[name]
             try:
-                return Value(tuple(conv(o) for o in inner.options), inner.origin, inner.kind, inner.certain)
+                return Value(tuple(conv(o) for o in inner.options), inner.origin, inner.kind, inner.certain, inner.config)
             except Exception:
                 return None
         if name in ("min", "max") and len(call.args) >= 2 and all(a.star == "" for a in call.args):
@@ -659,7 +707,7 @@ def _capped(alternatives: List[Entries]) -> Optional[List[Entries]]:
 
 def _map(value: Value, fn: Callable[[Any], Any]) -> Optional[Value]:
     try:
-        return Value(tuple(fn(o) for o in value.options), value.origin, value.kind, value.certain)
+        return Value(tuple(fn(o) for o in value.options), value.origin, value.kind, value.certain, value.config)
     except Exception:
         return None
 

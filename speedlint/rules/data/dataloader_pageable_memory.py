@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, SAFE, Fix, Impact, ImportSpec, Rule
-from speedlint.analyzer.providers.loaders import LOADER_TRIGGERS, batches_to_cuda, is_dataloader, kwarg, may_build_loader
+from speedlint.analyzer.configs.edit import value_edit
+from speedlint.analyzer.providers.loaders import code_site as _code_site, LOADER_TRIGGERS, batches_to_cuda, config_site, is_dataloader, kwarg, may_build_loader
 
 
 class DataLoaderPageableMemory(Rule):
@@ -93,6 +94,14 @@ class DataLoaderPageableMemory(Rule):
             if site is not None:
                 new = keywords_edit(ctx, site, [("pin_memory", cst.parse_expression(PIN_CODE))])
                 fix = Fix.replace(site, new, title, SAFE, [ImportSpec("torch")])
+        elif config_site(pin) is not None:  # false in a config file: the finding (and fix) go there
+            site = config_site(pin)
+            key = site.name
+            edit = value_edit(site, True)
+            message = message.replace("is not set", f"is false in the config file (`{key}`)")
+            fix = Fix.config(edit, f"Set `{key}` to true in the config file", SAFE) if edit else None
+            self.report(_code_site(pin, node), message, fix=fix or Fix.advice(f"Set `{key}` to true in the config file when training on CUDA"), at=site)
+            return
         else:
             message = message.replace("is not set", "is false")
             value = pin.value

@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, UNSAFE, Fix, Impact, Rule
-from speedlint.analyzer.providers.loaders import LOADER_TRIGGERS, is_dataloader, may_build_loader, workers_text
+from speedlint.analyzer.configs.edit import value_edit
+from speedlint.analyzer.providers.loaders import code_site as _code_site, CONFIG_WORKERS, LOADER_TRIGGERS, config_site, is_dataloader, may_build_loader, workers_text
 
 
 class DataLoaderSyncLoading(Rule):
@@ -105,8 +106,16 @@ class DataLoaderSyncLoading(Rule):
             return
         from speedlint.analyzer.providers.loaders import kwarg
 
-        what = workers_text(kwarg(self.ctx, node, "num_workers"))
+        workers = kwarg(self.ctx, node, "num_workers")
+        what = workers_text(workers)
         message = f"{what}: batches are loaded in the training process, one after the other"
+        site = config_site(workers)
+        if site is not None:  # the value is written in a config file: the finding (and fix) go there
+            edit = value_edit(site, CONFIG_WORKERS)
+            key = site.name
+            fix = Fix.config(edit, f"Set `{key}` to {CONFIG_WORKERS} in the config file", UNSAFE) if edit else Fix.advice(f"Set `{key}` to {CONFIG_WORKERS} or more in the config file")
+            self.report(_code_site(workers, node), message, fix=fix, at=site)
+            return
         reason = loader_plan.reason
         if reason:
             self.report(node, f"{message} (not rewritten: {reason})", fix=Fix.advice(f"Set `num_workers` from the CPU count by hand: {reason}"))

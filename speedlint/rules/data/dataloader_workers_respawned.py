@@ -7,7 +7,8 @@ from typing import Optional
 import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, SAFE, Fix, Impact, Rule
-from speedlint.analyzer.providers.loaders import LOADER_TRIGGERS, is_dataloader, kwarg, loader_facts, loader_kind, may_build_loader
+from speedlint.analyzer.configs.edit import value_edit
+from speedlint.analyzer.providers.loaders import code_site as _code_site, LOADER_TRIGGERS, config_site, is_dataloader, kwarg, loader_facts, loader_kind, may_build_loader
 
 
 class DataLoaderWorkersRespawned(Rule):
@@ -87,6 +88,14 @@ class DataLoaderWorkersRespawned(Rule):
         message = f"{count} worker process(es) are started again every epoch: `persistent_workers` is not set"
         if elsewhere is not None:
             message += f" (the loader is iterated every epoch at {elsewhere})"
+        site = config_site(persistent)
+        if site is not None:  # false in a config file: the finding (and fix) go there
+            key = site.name
+            edit = value_edit(site, True)
+            message = message.replace("is not set", f"is false in the config file (`{key}`)")
+            fix = Fix.config(edit, f"Set `{key}` to true in the config file", SAFE) if edit else Fix.advice(f"Set `{key}` to true in the config file")
+            self.report(_code_site(persistent, node), message, fix=fix, at=site)
+            return
         if not persistent.missing:
             message = message.replace("is not set", "is false")
         self.report(node, message, fix=self._fix(node, workers, persistent) or Fix.advice("Set `persistent_workers=True` (workers > 0)"))

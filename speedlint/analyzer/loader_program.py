@@ -1,0 +1,185 @@
+"""Whole-program facts for the data-loading rules (SPD101-SPD107) and for config files.
+
+Added to the seeds of `speedlint.analyzer.program.link`, next to what the program model says:
+
+* `loader_classes`: names a module imports that are project subclasses of a data loader defined
+  in another module (`from data.samplers import BucketLoader`): calls of them build loaders;
+* `in_memory`: the parameters (per function ordinal) that every call site in the project gives an
+  in-memory dataset (`TensorDataset(...)` built in `data.py` and passed in), and the call lines
+  whose callee returns one: no worker processes needed for those (SPD101);
+* `distributed`: some module of the project runs one process per GPU (DDP, torchrun), for SPD107;
+* `configs` / `config_problems`: config objects and the files they read (`configs.flow`).
+
+Per-file facts come from `loader_summary` (part of each file's summary): functions that return
+an in-memory dataset, and whether the file starts distributed training.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set
+
+#: `program.Hotness` and `program.FileSeeds` (not imported: the program imports this module)
+Hotness = Any
+FileSeeds = Any
+
+_DISTRIBUTED = re.compile(r"\b(DistributedDataParallel|init_process_group|torchrun|LOCAL_RANK|mp\.spawn|DistributedSampler)\b")
+_IN_MEMORY_CALLS = frozenset({"TensorDataset", "StackDataset"})
+
+
+def loader_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
+    """Per file: `in_memory` (def lines of functions returning an in-memory dataset),
+    `distributed` (it starts one process per GPU) and `cpu_count` (it reads the CPU count)."""
+    out: Dict[str, Any] = {}
+    if _DISTRIBUTED.search(text):
+        out["distributed"] = True
+    if "cpu_count" in text or "sched_getaffinity" in text:
+        out["cpu_count"] = True  # a file SPD107 may look at
+    if "Dataset" in text:
+        lines = []
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                returns = [s.value for s in ast.walk(node) if isinstance(s, ast.Return) and s.value is not None]
+                local = _assigned(node)
+                if returns and all(_in_memory_expr(r, local, 0) for r in returns):
+                    lines.append(node.lineno)
+        if lines:
+            out["in_memory"] = lines
+    return out or None
+
+
+def _assigned(fn: ast.AST) -> Dict[str, List[ast.AST]]:
+    out: Dict[str, List[ast.AST]] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            out.setdefault(node.targets[0].id, []).append(node.value)
+    return out
+
+
+def _in_memory_expr(node: ast.AST, local: Dict[str, List[ast.AST]], depth: int) -> bool:
+    """`TensorDataset(...)`, a list or tuple of samples, `Subset(TensorDataset(...), idx)`."""
+    if depth > 4:
+        return False
+    if isinstance(node, (ast.List, ast.ListComp)):
+        return True
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name in _IN_MEMORY_CALLS:
+            return True
+        if name == "Subset" and node.args:
+            return _in_memory_expr(node.args[0], local, depth + 1)
+        return False
+    if isinstance(node, ast.Name):
+        values = local.get(node.id, [])
+        return bool(values) and all(_in_memory_expr(v, local, depth + 1) for v in values)
+    return False
+
+
+def add_data_seeds(hot: Hotness, seeds: Dict[str, FileSeeds], new_seeds: Callable[[], FileSeeds], config_files: Iterable[str] = ()) -> None:
+    """Add the data-loading and config facts of the whole program to the files' seeds
+    (`new_seeds`: makes the seeds of a file that has none yet)."""
+    from speedlint.analyzer.configs.flow import add_config_seeds
+
+    _NEW[0] = new_seeds
+    _loader_classes(hot, seeds)
+    _distributed(hot, seeds)
+    _in_memory(hot, seeds)
+    add_config_seeds(hot, seeds, new_seeds, config_files)
+
+
+_NEW: List[Any] = [None]
+
+
+def _seeds_of(seeds: Dict[str, FileSeeds], shown: str) -> FileSeeds:
+    got = seeds.get(shown)
+    if got is None:
+        got = seeds[shown] = _NEW[0]()
+    return got
+
+
+def _loader_classes(hot: Hotness, seeds: Dict[str, FileSeeds]) -> None:
+    p = hot.p
+    if not any(p.is_loader_class(cid) for cid in range(len(p.classes))):
+        return
+    for m in p.modules:
+        names = []
+        for name, imp in sorted(m.summary["imports"].items()):
+            if imp[0] != "from":
+                continue
+            for obj in p.symbol(m.id, name):
+                if obj.startswith("C:") and p.is_loader_class(int(obj[2:])) and p.classes[int(obj[2:])][0] != m.id:
+                    names.append(name)
+                    break
+        if names:
+            _seeds_of(seeds, m.shown).project["loader_classes"] = names
+
+
+def _distributed(hot: Hotness, seeds: Dict[str, FileSeeds]) -> None:
+    p = hot.p
+    if not any((m.summary.get("loaders") or {}).get("distributed") for m in p.modules):
+        return
+    for m in p.modules:
+        if (m.summary.get("loaders") or {}).get("cpu_count"):
+            _seeds_of(seeds, m.shown).project["distributed"] = True
+
+
+def _in_memory(hot: Hotness, seeds: Dict[str, FileSeeds]) -> None:
+    """Parameters every call site gives an in-memory dataset; calls returning one."""
+    p = hot.p
+    returning: Set[int] = set()
+    for m in p.modules:
+        lines = set((m.summary.get("loaders") or {}).get("in_memory", ()))
+        if lines:
+            returning |= {fid for fid in m.fids if p.functions[fid][1]["line"] in lines}
+    if not returning:
+        return
+    # calls (in any module) whose callee returns an in-memory dataset, by module and line
+    call_lines: Dict[int, Set[int]] = {}
+    for caller_fid, callee, call, _, caller_mid in hot._all_calls():
+        if callee in returning and p.functions[callee][0] != caller_mid:
+            call_lines.setdefault(caller_mid, set()).add(call[0])
+    # parameters whose every argument is such a call (or a name bound to one)
+    params: Dict[int, Dict[str, Optional[bool]]] = {}
+    for caller_fid, callee, call, skip, caller_mid in hot._all_calls():
+        fn = p.functions[callee][1]
+        names = [q for q in fn["params"] if not q.startswith("*")]
+        local = hot._body(caller_mid, caller_fid)["assign"]
+        got = params.setdefault(callee, {})
+        pairs = [(names[k + skip], a) for k, a in enumerate(call[2]) if k + skip < len(names)]
+        pairs += [(kw, a) for kw, a in call[3].items() if kw in names]
+        for name, arg in pairs:
+            ok = _returns_in_memory(p, caller_mid, arg, local, returning)
+            got[name] = ok if got.get(name, True) else False
+    for fid, names in params.items():
+        chosen = sorted(n for n, ok in names.items() if ok)
+        if chosen:
+            mid = p.functions[fid][0]
+            facts = _seeds_of(seeds, p.modules[mid].shown).project.setdefault("in_memory", {})
+            facts.setdefault("params", {})[str(p.local_index[fid])] = chosen
+    for mid, lines in call_lines.items():
+        facts = _seeds_of(seeds, p.modules[mid].shown).project.setdefault("in_memory", {})
+        facts["calls"] = sorted(lines)
+
+
+def _returns_in_memory(p: Any, mid: int, arg: Any, local: Dict[str, List[Any]], returning: Set[int], depth: int = 0) -> bool:
+    if arg is None or depth > 3:
+        return False
+    if arg[0] == "n" and arg[1] in local:
+        values = local[arg[1]]
+        return bool(values) and all(_returns_in_memory(p, mid, v, local, returning, depth + 1) for v in values)
+    if arg[0] == "c":
+        func = arg[1]
+        if func[0] == "n" and func[1] in _IN_MEMORY_CALLS:
+            return True
+        objs: Set[str] = set()
+        if func[0] == "n":
+            objs = p.symbol(mid, func[1])
+        elif func[0] == "a" and func[1] is not None and func[1][0] == "n":
+            for o in p.symbol(mid, func[1][1]):
+                if o.startswith("M:"):
+                    objs |= p.symbol(int(o[2:]), func[2])
+        fids = [int(o[2:]) for o in objs if o[0] == "F"]
+        return bool(fids) and all(f in returning for f in fids)
+    return False
