@@ -36,6 +36,9 @@ def loader_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
         out["distributed"] = True
     if "cpu_count" in text or "sched_getaffinity" in text:
         out["cpu_count"] = True  # a file SPD107 may look at
+    yields = _generator_wrappers(tree)
+    if yields:
+        out["yields"] = yields
     if "Dataset" in text:
         lines = []
         for node in ast.walk(tree):
@@ -47,6 +50,33 @@ def loader_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
         if lines:
             out["in_memory"] = lines
     return out or None
+
+
+def _generator_wrappers(tree: ast.Module) -> Dict[str, int]:
+    """def line -> the parameter (index) whose items a generator yields: `for obj in iterable:
+    ... yield obj` (`metric_logger.log_every(loader, 10)`), `yield from iterable`."""
+    out: Dict[str, int] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        params = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+        for sub in ast.walk(node):
+            target = None
+            if isinstance(sub, ast.YieldFrom) and isinstance(sub.value, ast.Name):
+                target = sub.value.id
+            elif isinstance(sub, ast.For):
+                it = sub.iter
+                while isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("enumerate", "iter", "tqdm", "islice") and it.args:
+                    it = it.args[0]
+                items = {n.id for n in ast.walk(sub.target) if isinstance(n, ast.Name)}
+                if isinstance(it, ast.Name) and any(
+                    isinstance(y, ast.Yield) and isinstance(y.value, ast.Name) and y.value.id in items for y in ast.walk(sub)
+                ):
+                    target = it.id
+            if target in params:
+                out[str(node.lineno)] = params.index(target)  # type: ignore[arg-type]
+                break
+    return out
 
 
 def _assigned(fn: ast.AST) -> Dict[str, List[ast.AST]]:
@@ -84,6 +114,7 @@ def add_data_seeds(hot: Hotness, seeds: Dict[str, FileSeeds], new_seeds: Callabl
 
     _NEW[0] = new_seeds
     _loader_classes(hot, seeds)
+    _iter_wrappers(hot, seeds)
     _distributed(hot, seeds)
     _in_memory(hot, seeds)
     add_config_seeds(hot, seeds, new_seeds, config_files)
@@ -114,6 +145,39 @@ def _loader_classes(hot: Hotness, seeds: Dict[str, FileSeeds]) -> None:
                     break
         if names:
             _seeds_of(seeds, m.shown).project["loader_classes"] = names
+
+
+def _iter_wrappers(hot: Hotness, seeds: Dict[str, FileSeeds]) -> None:
+    """Calls of a project generator that yields the items of one of its arguments: [line, the
+    called name, the argument's position at the call]."""
+    p = hot.p
+    if not any(fn.get("yields") is not None for _, fn in p.functions):
+        return
+    found: Dict[int, List[List[Any]]] = {}
+    for caller_fid, callee, call, skip, caller_mid in hot._all_calls():
+        index = p.functions[callee][1].get("yields")
+        if index is None or index - skip < 0:
+            continue
+        name = _dotted_expr(call[1])
+        if name is None:
+            continue
+        entry = [call[0], name, index - skip]
+        if entry not in found.setdefault(caller_mid, []):
+            found[caller_mid].append(entry)
+    for mid, entries in found.items():
+        _seeds_of(seeds, p.modules[mid].shown).project["iter_wrappers"] = sorted(entries)
+
+
+def _dotted_expr(expr: Any) -> Optional[str]:
+    """`a.b.c` for a summary expression `["a", ["a", ["n", "a"], "b"], "c"]`."""
+    if expr is None:
+        return None
+    if expr[0] == "n":
+        return str(expr[1])
+    if expr[0] == "a":
+        base = _dotted_expr(expr[1])
+        return f"{base}.{expr[2]}" if base else None
+    return None
 
 
 def _distributed(hot: Hotness, seeds: Dict[str, FileSeeds]) -> None:

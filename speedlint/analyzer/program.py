@@ -579,6 +579,10 @@ def _data_facts(summary: Dict[str, Any], text: str, tree: ast.Module) -> None:
     loaders = loader_summary(tree, text)
     if loaders:
         summary["loaders"] = loaders
+        for fn in summary["functions"]:  # generators that yield what they iterate (`log_every`)
+            index = loaders.get("yields", {}).get(str(fn["line"]))
+            if index is not None:
+                fn["yields"] = index
 
 
 # -- the link step --------------------------------------------------------------------------------
@@ -977,6 +981,10 @@ class Program:
             func = expr[1]
             for o in self.eval(mid, fid, func, env, depth + 1):
                 out |= self._call_result(o)
+                if o[0] in "FB":  # a generator that yields the items of an argument (`log_every(loader)`)
+                    index = self.functions[int(o[2:])][1].get("yields")
+                    if index is not None and 0 <= index - (o[0] == "B") < len(expr[2]):
+                        out |= self.eval(mid, fid, expr[2][index - (o[0] == "B")], env, depth + 1)
             tail = func[2] if func[0] == "a" else func[1] if func[0] == "n" else ""
             if len(expr) > 4 and (tail in LOADER_NAMES or any(o[0] == "C" and self.is_loader_class(int(o[2:])) for o in out)):
                 out.add(f"L:{mid}:{expr[4]}")  # a data loader built here

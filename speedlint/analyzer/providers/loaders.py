@@ -304,6 +304,7 @@ class LoaderFacts:
         self.loop_origins: Dict[cst.For, Set[cst.Call]] = {}
         self.comp_origins: Dict[cst.CompFor, Set[cst.Call]] = {}
         self.next_iter: List[Tuple[cst.Call, Set[cst.Call]]] = []  # next(iter(x)) sites
+        self.next_reads: List[Tuple[cst.Call, Set[cst.Call]]] = []  # next(...) of an iterator over a loader
         if self.calls:
             self._find_uses()
 
@@ -474,10 +475,14 @@ class LoaderFacts:
 
     # -- uses --------------------------------------------------------------------------------
     def unwrap(self, expr: cst.BaseExpression) -> List[cst.BaseExpression]:
-        """`enumerate(tqdm(loader))` -> [loader]; `zip(a, b)` -> [a, b]."""
+        """`enumerate(tqdm(loader))` -> [loader]; `zip(a, b)` -> [a, b]; a project generator
+        that yields what it iterates (`metric_logger.log_every(loader, 10)`) -> [loader]."""
         if isinstance(expr, cst.Call):
             name = dotted(expr.func) or ""
             tail = name.rsplit(".", 1)[-1]
+            wrapped = self._wrapper_argument(expr, name)
+            if wrapped is not None:
+                return self.unwrap(wrapped)
             if tail in _ITER_WRAPPERS:
                 positional = [a.value for a in expr.args if a.keyword is None and not a.star]
                 if tail == "zip" or tail == "chain":
@@ -485,6 +490,19 @@ class LoaderFacts:
                 if positional:
                     return self.unwrap(positional[0])
         return [expr]
+
+    def _wrapper_argument(self, call: cst.Call, name: str) -> Optional[cst.BaseExpression]:
+        """The argument a generator of the project yields the items of (the program says which)."""
+        seeds = self.ctx.seeds
+        wrappers = seeds.project.get("iter_wrappers") if seeds is not None else None
+        if not wrappers or not name:
+            return None
+        line = self.ctx.position(call).start.line
+        for at, label, index in wrappers:
+            if at == line and label == name:
+                positional = [a.value for a in call.args if a.keyword is None and not a.star]
+                return positional[index] if index < len(positional) else None
+        return None
 
     def _find_uses(self) -> None:
         for loop in self.ctx.torch.loops:
@@ -507,6 +525,17 @@ class LoaderFacts:
                 calls = self.origins(inner.args[0].value)
                 if calls:
                     self.next_iter.append((call, calls))
+                    self.next_reads.append((call, calls))
+            elif isinstance(call.func, cst.Name) and call.func.value == "next" and call.args and isinstance(call.args[0].value, cst.Name):
+                # `it = iter(loader)` ... `batch = next(it)` (in a `while` loop)
+                key = self.name_key(call.args[0].value)
+                bound = self.ctx.values.index.binds.get((key[1], key[2]), [])
+                if len(bound) == 1 and isinstance(bound[0], cst.Call) and dotted(bound[0].func) == "iter" and bound[0].args:
+                    calls = set()
+                    for e in self.unwrap(bound[0].args[0].value):
+                        calls |= self.origins(e)
+                    if calls:
+                        self.next_reads.append((call, calls))
 
     def iteration_loops(self, call: cst.Call) -> List[cst.For]:
         return [loop for loop, calls in self.loop_origins.items() if call in calls]
@@ -591,7 +620,7 @@ class LoaderFacts:
                 return True
             if ctx.matches(expr.func, "torch.utils.data.Subset", "torch.utils.data.dataset.Subset") and expr.args:
                 return self.in_memory(expr.args[0].value, depth + 1)
-            return False
+            return self._returns_in_memory(expr, depth)
         if isinstance(expr, cst.Subscript):  # random_split(TensorDataset(...))[0]
             return self.in_memory(expr.value, depth + 1)
         if isinstance(expr, cst.Name):
@@ -600,6 +629,8 @@ class LoaderFacts:
             values = [b for b in bound if isinstance(b, cst.BaseExpression)]
             if bound and len(values) == len(bound):
                 return all(self.in_memory(v, depth + 1) for v in values)
+            if len(bound) == 1 and isinstance(bound[0], tuple) and bound[0][0] == "param":
+                return self._param_in_memory(bound[0][1], bound[0][2].name.value)
             # `train_ds, val_ds = random_split(TensorDataset(...), [n, m])`
             for node in self._collect.assigns:
                 if not isinstance(node, cst.Assign) or not isinstance(node.value, cst.Call):
@@ -617,6 +648,26 @@ class LoaderFacts:
             values = [w for w in writes if isinstance(w, cst.BaseExpression)]
             return bool(writes) and len(values) == len(writes) and all(self.in_memory(v, depth + 1) for v in values)
         return False
+
+    def _program_facts(self) -> Dict[str, Any]:
+        seeds = self.ctx.seeds
+        return seeds.project.get("in_memory", {}) if seeds is not None else {}
+
+    def _param_in_memory(self, fn: cst.FunctionDef, name: str) -> bool:
+        """Every call site in the project gives this parameter an in-memory dataset."""
+        ordinal = self.ctx.torch._function_ordinal.get(fn, -1)
+        return name in self._program_facts().get("params", {}).get(str(ordinal), ())
+
+    def _returns_in_memory(self, call: cst.Call, depth: int) -> bool:
+        """A helper (of this file, or another module as the program says) that returns one."""
+        lines = self._program_facts().get("calls")
+        if lines and self.ctx.position(call).start.line in lines:
+            return True
+        fns = self.ctx.torch.resolve_call(call)
+        if not fns or depth > 4:
+            return False
+        returns = [r for fn in fns for r in self.ctx.values.index.returns.get(fn, [])]
+        return bool(returns) and all(r is not None and self.in_memory(r, depth + 1) for r in returns)
 
     def iterable_dataset(self, expr: Optional[cst.BaseExpression]) -> bool:
         """The dataset is a same-file `IterableDataset` subclass (workers would duplicate its data)."""
@@ -947,6 +998,15 @@ def batches_to_cuda(ctx: FileContext, call: cst.Call) -> Optional[cst.Call]:
     facts = loader_facts(ctx)
     for loop in facts.iteration_loops(call):
         found = _follow(ctx, loop.body, batch_names(loop), 0)
+        if found is not None:
+            return found
+    for site, calls in facts.next_reads:  # `batch = next(it)` in a loop: the batch is followed there
+        loop = ctx.torch.in_loop(site)
+        parent = ctx.torch.parent(site)
+        if call not in calls or loop is None or not isinstance(parent, cst.Assign):
+            continue
+        names = [n for t in parent.targets for n in target_names(t.target)]
+        found = _follow(ctx, loop.body, names, 0)
         if found is not None:
             return found
     return None

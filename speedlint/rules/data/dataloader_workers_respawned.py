@@ -79,9 +79,7 @@ class DataLoaderWorkersRespawned(Rule):
         if persistent.unknown or (persistent.value is not None and persistent.value.any(bool)):
             return
         epoch = self._per_epoch(node)
-        elsewhere = None
-        if epoch is None and ctx.torch.epoch_of(node) is None and not ctx.torch.in_training_step(node):
-            elsewhere = ctx.loader_use(node).get("epoch")  # (a loader built every epoch is new every epoch)
+        elsewhere = ctx.loader_use(node).get("epoch") if epoch is None and not self._rebuilt_where_iterated(node) else None
         if epoch is None and elsewhere is None:
             return
         count = "/".join(str(v) for v in workers.value.options)
@@ -99,6 +97,14 @@ class DataLoaderWorkersRespawned(Rule):
         if not persistent.missing:
             message = message.replace("is not set", "is false")
         self.report(node, message, fix=self._fix(node, workers, persistent) or Fix.advice("Set `persistent_workers=True` (workers > 0)"))
+
+    def _rebuilt_where_iterated(self, call: cst.Call) -> bool:
+        """Every loop of this file over the loader is in the epoch loop that builds it anew."""
+        ctx = self.ctx
+        loops = loader_facts(ctx).iteration_sites(call)
+        return bool(loops) and all(
+            (unit := ctx.torch.epoch_of(loop)) is not None and any(a is unit for a in ctx.torch.ancestors(call)) for loop in loops
+        )
 
     def _per_epoch(self, call: cst.Call) -> Optional[cst.CSTNode]:
         ctx = self.ctx
