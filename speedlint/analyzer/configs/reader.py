@@ -8,7 +8,8 @@ its text, so a finding can point at it and a fix can replace exactly that text.
   sequence at its key's indentation), plain, single- and double-quoted scalars, single-line flow
   collections (`[1, 2]`, `{a: 1}`), comments, a leading `---`, `|`/`>` block scalars (read,
   never edited), anchors, aliases and `<<` merges. Scalars are typed the way `yaml.safe_load`
-  types them (YAML 1.1: `yes`/`on` are true, `1e-5` without a dot is a string). Anything else
+  types them (YAML 1.1: `yes`/`on` are true, `1e-5` without a dot is a string; dates stay
+  strings). Anything else
   (tags, complex keys, multi-line flow collections or plain scalars, several documents) makes the
   file "not understood": it is never reported on nor edited.
 * JSON: a tokenizer with positions; the result must equal `json.loads` of the same text.
@@ -353,7 +354,10 @@ class _Yaml:
             while j < len(self.lines) and self.lines[j].indent > indent:
                 parts.append(self.raw_lines[self.lines[j].number - 1].strip())
                 j += 1
-            node: Node = Scalar(("\n" if rest[0] == "|" else " ").join(parts), rest, line.number, col, col + len(rest), "block")
+            text = ("\n" if rest[0] == "|" else " ").join(parts)
+            if "-" not in rest and parts:
+                text += "\n"  # clip: one final newline (`|-` strips it)
+            node: Node = Scalar(text, rest, line.number, col, col + len(rest), "block")
             # blank lines and comments inside the block were skipped above: the value is
             # approximate, and a block scalar is never edited
             if anchor:
