@@ -20,6 +20,8 @@ import ast
 import re
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set
 
+from speedlint.analyzer.configs.summary import block_statements, all_statements
+
 #: `program.Hotness` and `program.FileSeeds` (not imported: the program imports this module)
 Hotness = Any
 FileSeeds = Any
@@ -36,17 +38,26 @@ def loader_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
         out["distributed"] = True
     if "cpu_count" in text or "sched_getaffinity" in text:
         out["cpu_count"] = True  # a file SPD107 may look at
-    yields = _generator_wrappers(tree)
+    yields = _generator_wrappers(tree) if "yield" in text else None
     if yields:
         out["yields"] = yields
-    if "Dataset" in text:
-        lines = []
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                returns = [s.value for s in ast.walk(node) if isinstance(s, ast.Return) and s.value is not None]
-                local = _assigned(node)
-                if returns and all(_in_memory_expr(r, local, 0) for r in returns):
-                    lines.append(node.lineno)
+    if any(name in text for name in _IN_MEMORY_CALLS):
+        returns: Dict[int, List[ast.AST]] = {}
+        local: Dict[int, Dict[str, List[ast.AST]]] = {}
+        functions = []
+        for stmt, fn in all_statements(tree):
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                functions.append(stmt)
+            if fn is None:
+                continue
+            if isinstance(stmt, ast.Return) and stmt.value is not None:
+                returns.setdefault(id(fn), []).append(stmt.value)
+            elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                local.setdefault(id(fn), {}).setdefault(stmt.targets[0].id, []).append(stmt.value)
+        lines = [
+            f.lineno for f in functions
+            if returns.get(id(f)) and all(_in_memory_expr(r, local.get(id(f), {}), 0) for r in returns[id(f)])
+        ]
         if lines:
             out["in_memory"] = lines
     return out or None
@@ -55,44 +66,48 @@ def loader_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
 def _generator_wrappers(tree: ast.Module) -> Dict[str, int]:
     """def line -> the parameter (index) whose items a generator yields: `for obj in iterable:
     ... yield obj` (`metric_logger.log_every(loader, 10)`), `yield from iterable`."""
-    out: Dict[str, int] = {}
-    for node in ast.walk(tree):
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    loops: Dict[int, List[ast.For]] = {}
+    yields: Dict[int, List[Any]] = {}
+    functions = []
+    for stmt, fn in all_statements(tree):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions.append(stmt)
+        if fn is None:
             continue
-        params = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
-        for sub in ast.walk(node):
-            target = None
-            if isinstance(sub, ast.YieldFrom) and isinstance(sub.value, ast.Name):
-                target = sub.value.id
-            elif isinstance(sub, ast.For):
-                it = sub.iter
-                while isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("enumerate", "iter", "tqdm", "islice") and it.args:
-                    it = it.args[0]
-                items = {n.id for n in ast.walk(sub.target) if isinstance(n, ast.Name)}
-                if isinstance(it, ast.Name) and any(
-                    isinstance(y, ast.Yield) and isinstance(y.value, ast.Name) and y.value.id in items for y in ast.walk(sub)
-                ):
-                    target = it.id
-            if target in params:
-                out[str(node.lineno)] = params.index(target)  # type: ignore[arg-type]
-                break
-    return out
-
-
-def _assigned(fn: ast.AST) -> Dict[str, List[ast.AST]]:
-    out: Dict[str, List[ast.AST]] = {}
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            out.setdefault(node.targets[0].id, []).append(node.value)
+        if isinstance(stmt, ast.For):
+            loops.setdefault(id(fn), []).append(stmt)
+        value = stmt.value if isinstance(stmt, ast.Expr) else None
+        if isinstance(value, (ast.Yield, ast.YieldFrom)):
+            yields.setdefault(id(fn), []).append((stmt, value))
+    out: Dict[str, int] = {}
+    for fn in functions:
+        found = yields.get(id(fn))
+        if not found:
+            continue
+        params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+        target = None
+        for _, value in found:
+            if isinstance(value, ast.YieldFrom) and isinstance(value.value, ast.Name) and value.value.id in params:
+                target = value.value.id
+        for loop in loops.get(id(fn), ()):
+            it = loop.iter
+            while isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("enumerate", "iter", "tqdm", "islice") and it.args:
+                it = it.args[0]
+            if not isinstance(it, ast.Name) or it.id not in params:
+                continue
+            items = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+            inside = {id(s) for s in block_statements(loop.body)}
+            if any(id(y) in inside and isinstance(v, ast.Yield) and isinstance(v.value, ast.Name) and v.value.id in items for y, v in found):
+                target = it.id
+        if target is not None:
+            out[str(fn.lineno)] = params.index(target)
     return out
 
 
 def _in_memory_expr(node: ast.AST, local: Dict[str, List[ast.AST]], depth: int) -> bool:
-    """`TensorDataset(...)`, a list or tuple of samples, `Subset(TensorDataset(...), idx)`."""
+    """`TensorDataset(...)`, `Subset(TensorDataset(...), idx)`."""
     if depth > 4:
         return False
-    if isinstance(node, (ast.List, ast.ListComp)):
-        return True
     if isinstance(node, ast.Call):
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""

@@ -573,7 +573,7 @@ def _data_facts(summary: Dict[str, Any], text: str, tree: ast.Module) -> None:
     from speedlint.analyzer.configs.summary import config_summary
     from speedlint.analyzer.loader_program import loader_summary
 
-    configs = config_summary(tree)
+    configs = config_summary(tree, text)
     if configs:
         summary["configs"] = configs
     loaders = loader_summary(tree, text)

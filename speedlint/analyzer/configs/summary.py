@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import ast
 import posixpath
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 #: Calls that read a config from a file object, a string or a path: qualified name -> format.
 _READERS = {
@@ -79,7 +79,8 @@ class _ConfigFacts:
         return f"{target}.{rest}" if rest else target
 
     def run(self) -> Optional[Dict[str, Any]]:
-        for node in ast.walk(self.tree):
+        everything = list(all_statements(self.tree))
+        for node, _ in everything:
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.asname:
@@ -99,11 +100,12 @@ class _ConfigFacts:
                 spec = self.path(values[0], module_binds, (), 0)
                 if spec is not None:
                     self.consts[name] = spec
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
-                self._argparse(node, module_binds)
+        for node, _ in everything:
+            call = node.value if isinstance(node, ast.Expr) else None
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument":
+                self._argparse(call, module_binds)
         self._scope(0, self.tree.body, module_binds, ())
-        for node in ast.walk(self.tree):
+        for node, _ in everything:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 binds = _binds(node.body)
                 params = tuple(a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs))
@@ -200,7 +202,7 @@ class _ConfigFacts:
             for dec in getattr(fn, "decorator_list", []):
                 if isinstance(dec, ast.Call) and self.qualname(dec.func) in ("hydra.main",):
                     self._hydra(line, dec, binds, params)
-        for stmt in _statements(body):
+        for stmt in block_statements(body):
             if isinstance(stmt, (ast.With, ast.AsyncWith)):
                 for item in stmt.items:
                     spec = self._opened(item.context_expr, binds, params)
@@ -337,7 +339,28 @@ class _ConfigFacts:
             self.hydra.append([line, spec, name.value])
 
 
-def _statements(body: List[ast.stmt]) -> List[ast.stmt]:
+def all_statements(tree: ast.Module) -> Iterator[Tuple[ast.stmt, Optional[ast.AST]]]:
+    """(statement, the function it is in) for every statement of a module, nested function and
+    class bodies included: no expression is visited (a tenth of a full `ast.walk`)."""
+    todo: List[Tuple[ast.stmt, Optional[ast.AST]]] = [(s, None) for s in reversed(tree.body)]
+    while todo:
+        stmt, fn = todo.pop()
+        yield stmt, fn
+        inner = stmt if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) else fn
+        for name in ("body", "orelse", "finalbody", "handlers"):
+            block = getattr(stmt, name, None)
+            if isinstance(block, list):
+                for child in reversed(block):
+                    if isinstance(child, ast.stmt):
+                        todo.append((child, inner))
+                    elif isinstance(child, ast.excepthandler):
+                        todo.extend((c, inner) for c in reversed(child.body))
+        if isinstance(stmt, ast.Match):  # pragma: no cover - rare in training code
+            for case in stmt.cases:
+                todo.extend((c, inner) for c in reversed(case.body))
+
+
+def block_statements(body: List[ast.stmt]) -> List[ast.stmt]:
     """The statements of a body, nested blocks included (not nested functions or classes)."""
     out: List[ast.stmt] = []
     todo = list(reversed(body))
@@ -358,7 +381,7 @@ def _statements(body: List[ast.stmt]) -> List[ast.stmt]:
 def _binds(body: List[ast.stmt]) -> Dict[str, List[ast.AST]]:
     """name -> the values assigned to it in a body (nested blocks included)."""
     out: Dict[str, List[ast.AST]] = {}
-    for stmt in _statements(body):
+    for stmt in block_statements(body):
         if isinstance(stmt, ast.Assign):
             for t in stmt.targets:
                 if isinstance(t, ast.Name):
@@ -422,8 +445,14 @@ def _dirname(spec: Optional[List[Any]]) -> Optional[List[Any]]:
     return None
 
 
-def config_summary(tree: ast.Module) -> Optional[Dict[str, Any]]:
+#: Words without which a module neither reads a config file nor names a config path.
+_WORDS = ("yaml", "json", "toml", "OmegaConf", "onfigParser", "hydra", "add_argument", ".cfg", ".ini", ".conf")
+
+
+def config_summary(tree: ast.Module, text: str = "") -> Optional[Dict[str, Any]]:
     """The config facts of one module (None: it reads no config and names no config path)."""
+    if text and not any(word in text for word in _WORDS):
+        return None
     try:
         return _ConfigFacts(tree).run()
     except RecursionError:  # pragma: no cover - pathological nesting
