@@ -15,9 +15,13 @@ class DataLoaderPageableMemory(Rule):
     Flags a `DataLoader` whose batches are copied to the GPU (`.cuda()`, or `.to(device)` where the
     device is or may be CUDA) while `pin_memory` is not set: missing, or set to a falsy value.
     The batch is followed from the `for` loop over the loader (also `enumerate`/`tqdm`, unpacked
-    tuples, dicts of tensors) into same-file helpers such as `train_step(batch)`. CPU-only scripts,
-    and loaders whose `pin_memory` is truthy directly, through `**kwargs` or through a config lookup
-    with a truthy default, are not flagged.
+    tuples, dicts of tensors, `next(it)` in a `while` loop, a project generator such as
+    `metric_logger.log_every(loader)`) into same-file helpers such as `train_step(batch)` and the
+    model's `forward`; `.type(torch.cuda.FloatTensor)` is a copy to the GPU too, and loops in other
+    modules count. CPU-only scripts, and loaders whose `pin_memory` is truthy directly, through
+    `**kwargs` (also when only the CUDA branch of a conditional dict sets it) or through a config
+    lookup with a truthy default, are not flagged. A `pin_memory: false` in a config file the code
+    reads is reported on its line.
 
     ## Why is this slow?
     A host-to-device copy from ordinary (pageable) memory goes through a staging buffer: the driver
@@ -43,7 +47,8 @@ class DataLoaderPageableMemory(Rule):
 
     ## Fix safety
     Safe: adds `pin_memory=torch.cuda.is_available()` (so the same script still runs on machines
-    without CUDA), or edits the entry of the keyword dict the loader's `**kwargs` come from. Never
+    without CUDA), or edits the entry of the keyword dict the loader's `**kwargs` come from, or
+    sets the config file's value to `true` (pinning is skipped with a warning where CUDA is absent). Never
     offered when `pin_memory` could also arrive through a `**kwargs` dict that cannot be resolved
     (that would raise `got multiple values for keyword argument`). A falsy value from a command-line
     option gets advice only: the option is the user's knob.

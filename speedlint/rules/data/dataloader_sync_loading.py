@@ -13,11 +13,17 @@ class DataLoaderSyncLoading(Rule):
     """
     ## What it does
     Flags `DataLoader(...)` calls that load data in the main process: `num_workers` missing, 0 or
-    1. The value is traced through literals, module constants, function defaults, argparse options
-    (`args.workers` and its `default=`), keyword dicts passed as `**kwargs`, config dicts
-    (`cfg["num_workers"]`, `cfg.get("num_workers", 0)`) and same-file helpers. A value that cannot
-    be known is not flagged, nor are in-memory datasets (`TensorDataset`, a list of tensors) or a
-    loader read once with `next(iter(loader))`.
+    1. Loaders of torch, torch_geometric, MONAI and DGL count, and project subclasses of them, and
+    `functools.partial(DataLoader, ...)`. The value is traced through literals, module constants,
+    function defaults (also of a subclass's `__init__`), argparse options (`args.workers` and its
+    `default=`), keyword dicts passed as `**kwargs` (also built conditionally: `{...} if cuda else
+    {}`, updated under an `if`, merged: a value may be what any of them gives it), config dicts
+    (`cfg["num_workers"]`, `cfg.get("num_workers", 0)`), values in config files the code reads
+    (YAML, JSON, TOML, INI: the finding is then on the config line) and same-file helpers. A value
+    that cannot be known is not flagged, nor are in-memory datasets (`TensorDataset`, a list of
+    tensors, also built in another module and passed in), a loader read once with
+    `next(iter(loader))`, or the self-test of a dataset module (under its `if __name__ ==
+    "__main__":`).
 
     ## Why is this slow?
     With `num_workers=0` every batch is read, decoded, augmented and collated by the training
@@ -69,7 +75,9 @@ class DataLoaderSyncLoading(Rule):
     ## Fix safety
     Unsafe: the tuned-DataLoader rewrite changes resources and process structure. It sets
     `num_workers` from the CPU count (bounded to 8); where an argparse option, a config dict, a
-    constant or a function default feeds the value, it changes the default there. It adds
+    constant or a function default feeds the value, it changes the default there. A value in a
+    config file is set to 4 there (a config cannot ask for the CPU count), keeping the file's
+    comments and formatting. It adds
     `persistent_workers` only where workers > 0 and `pin_memory=torch.cuda.is_available()` when the
     script may use CUDA. Scripts that train at import time get an `if __name__ == "__main__":` guard,
     because worker processes re-import the main module on macOS and Windows; when the guard cannot be

@@ -16,7 +16,10 @@ class DataLoaderWorkersRespawned(Rule):
     ## What it does
     Flags a `DataLoader` with one or more workers that is iterated once per epoch (inside an outer
     loop, or in a function called once per epoch) without `persistent_workers=True`. The worker
-    count is traced like SPD101's (constants, argparse defaults, keyword dicts, config lookups).
+    count is traced like SPD101's (constants, argparse defaults, keyword dicts, config lookups,
+    config files). Loaders returned by helpers (as tuples or dicts), stored on `self`, passed on in
+    lists, or iterated through wrappers (`tqdm`, `enumerate`, a project generator) in other
+    modules count. A `persistent_workers: false` in a config file is reported on its line.
     Single-epoch scripts, loaders whose `persistent_workers` is already truthy (also through
     `**kwargs` or a conditional), and loaders built again inside the epoch loop (SPD104: a new
     loader every epoch, which persistent workers would not outlive) are not flagged.
@@ -50,8 +53,8 @@ class DataLoaderWorkersRespawned(Rule):
     ## Fix safety
     Safe: adds `persistent_workers=True` when the worker count is a literal >= 1, otherwise
     `persistent_workers=<workers> > 0` (torch rejects persistent workers with 0 workers), next to
-    `num_workers` (in the call, or in the keyword dict it comes from). A falsy value from a
-    command-line option gets advice only. Keep in mind that persistent workers hold their copy of
+    `num_workers` (in the call, or in the keyword dict it comes from), or sets the config file's
+    value to `true`. A falsy value from a command-line option gets advice only. Keep in mind that persistent workers hold their copy of
     the dataset: a dataset object changed in the main process between epochs is not seen by them.
     """
 
