@@ -423,3 +423,54 @@ def _loaded(text: str, path: Path):
         return _load(copy)
     finally:
         copy.unlink()
+
+
+# -- what other rules can ask (SPD301, SPD701) -----------------------------------------------------
+def _context(project: Path, name: str):
+    """The `FileContext` of one file of a project, with what the whole program says about it."""
+    import libcst as cst
+
+    from speedlint.analyzer.config import Settings
+    from speedlint.analyzer.configs.discovery import DEFAULT_CONFIG_GLOBS
+    from speedlint.analyzer.context import FileContext
+    from speedlint.analyzer.program import link, summarize
+
+    files = [(str(p), p.relative_to(project).as_posix(), summarize(p.read_text())) for p in sorted(project.rglob("*.py"))]
+    configs = [str(p) for g in DEFAULT_CONFIG_GLOBS for p in project.rglob(g)]
+    seeds = link(files, configs)
+    text = (project / name).read_text()
+    return FileContext(name, text, cst.parse_module(text), Settings(), seeds.get(name))
+
+
+def test_toggles_resolve_into_the_config_file(monkeypatch):
+    import libcst as cst
+
+    project = FIXTURES / "config_toggles"
+    monkeypatch.chdir(project)
+    ctx = _context(project, "train.py")
+    toggles = {}
+    for node in ctx.torch.calls:
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == "enabled":
+                toggles["amp"] = ctx.config_values.resolve(arg.value)
+    assign = next(
+        n for n in ctx.module.body[-1].body.body
+        if isinstance(n, cst.SimpleStatementLine) and "deterministic" in ctx.code(n)
+    )
+    toggles["deterministic"] = ctx.config_values.resolve(assign.body[0].value)
+    assert toggles["amp"].options == (False,) and toggles["amp"].kind == "config"
+    assert [(Path(s.path).name, s.line, s.name) for s in toggles["amp"].config] == [("train.yaml", 3, "train.amp")]
+    assert toggles["deterministic"].options == (True,)
+    assert toggles["deterministic"].config[0].line == 4
+    assert ctx.values.resolve(assign.body[0].value) is None  # the plain tracer does not read files
+
+
+@pytest.mark.xfail(reason="SPD301/SPD701 do not ask ctx.config_values yet (the lookup is there: see above)", strict=False)
+def test_precision_and_cudnn_toggles_are_reported_on_the_config_lines(monkeypatch):
+    from test_projects import _expected
+
+    project = FIXTURES / "config_toggles"
+    monkeypatch.chdir(project)
+    resolver = SettingsResolver(Overrides(select=("SPD301", "SPD701")), isolated=True)
+    found = {(Path(f.path).as_posix(), f.line, f.code) for f in check_paths(["."], resolver, use_cache=False, jobs=1).findings}
+    assert found == _expected(project)
