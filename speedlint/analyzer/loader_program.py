@@ -38,6 +38,9 @@ def loader_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
         out["distributed"] = True
     if "cpu_count" in text or "sched_getaffinity" in text:
         out["cpu_count"] = True  # a file SPD107 may look at
+    moves = _moved_parameters(tree, text) if (".cuda(" in text or ".to(" in text or ".type(" in text) else None
+    if moves:
+        out["moves"] = moves
     yields = _generator_wrappers(tree) if "yield" in text else None
     if yields:
         out["yields"] = yields
@@ -61,6 +64,66 @@ def loader_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
         if lines:
             out["in_memory"] = lines
     return out or None
+
+
+_MOVES = re.compile(r"\.(cuda|to)\(|\.type\([^)]*cuda")
+
+
+def _moved_parameters(tree: ast.Module, text: str) -> Dict[str, List[str]]:
+    """def line -> the parameters a function copies to the GPU (`x.cuda()`, `x.to(device)`,
+    `x[0].to(...)`, `x.type(torch.cuda.FloatTensor)`): a batch passed to it is moved there."""
+    lines = text.splitlines()
+    out: Dict[str, List[str]] = {}
+    for stmt, _ in all_statements(tree):
+        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        end = getattr(stmt, "end_lineno", None) or stmt.lineno
+        if not any(_MOVES.search(line) for line in lines[stmt.lineno - 1:end]):
+            continue
+        params = {a.arg for a in (*stmt.args.posonlyargs, *stmt.args.args, *stmt.args.kwonlyargs)}
+        moved: List[str] = []
+        for node in ast.walk(stmt):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("cuda", "to", "type")):
+                continue
+            if node.func.attr == "type" and "cuda" not in ast.dump(node):
+                continue
+            if node.func.attr == "to" and not (node.args or node.keywords):
+                continue
+            root = node.func.value
+            while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
+                root = root.func if isinstance(root, ast.Call) else root.value
+            if isinstance(root, ast.Name) and root.id in params and root.id not in ("self", "cls") and root.id not in moved:
+                moved.append(root.id)
+        if moved:
+            out[str(stmt.lineno)] = moved
+    return out
+
+
+def moved_by_callees(hot: Hotness, mid: int, fid: Optional[int], body: Dict[str, Any], loop: int, targets: Iterable[str]) -> Set[str]:
+    """Loop variables (batches) that a call in the loop hands to a function that copies that
+    parameter to the GPU: `model(batch)` with `forward(self, x): x = x.to(self.device)`."""
+    p = hot.p
+    names = set(targets)
+    inside = set(hot._loop_calls(body, loop))
+    out: Set[str] = set()
+    for index, callee in hot._edges(mid, fid):
+        if index not in inside:
+            continue
+        moves = p.functions[callee][1].get("moves")
+        if not moves:
+            continue
+        call = body["calls"][index]
+        params = [q for q in p.functions[callee][1]["params"] if not q.startswith("*")]
+        skip = hot._skip_of(callee)
+        pairs = [(params[k + skip], a) for k, a in enumerate(call[2]) if k + skip < len(params)]
+        pairs += [(kw, a) for kw, a in call[3].items() if kw in params]
+        for name, arg in pairs:
+            root = arg
+            while root is not None and root[0] in ("a", "s", "i", "e"):
+                root = root[1]
+            if name in moves and root is not None and root[0] == "n" and root[1] in names:
+                out.add(root[1])
+    return out
 
 
 def _generator_wrappers(tree: ast.Module) -> Dict[str, int]:

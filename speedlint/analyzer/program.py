@@ -586,6 +586,9 @@ def _data_facts(summary: Dict[str, Any], text: str, tree: ast.Module) -> None:
             index = loaders.get("yields", {}).get(str(fn["line"]))
             if index is not None:
                 fn["yields"] = index
+            moves = loaders.get("moves", {}).get(str(fn["line"]))
+            if moves:
+                fn["moves"] = moves  # parameters it copies to the GPU (`x = x.to(self.device)`)
 
 
 # -- the link step --------------------------------------------------------------------------------
@@ -1561,6 +1564,10 @@ class Hotness:
                 moved_names: Set[str] = set()
                 for j in self._loops_within(body, i):
                     moved_names.update(loops[j].get("moved", ()))
+                if gpu and not moved_names & set(lp.get("targets", ())):
+                    from speedlint.analyzer.loader_program import moved_by_callees
+
+                    moved_names |= moved_by_callees(self, mid, fid, body, i, lp.get("targets", ()))  # `model(batch)` moving it in `forward`
                 moved = gpu and bool(moved_names & set(lp.get("targets", ())))
                 for obj in loaders:
                     _, lmid, line = obj.split(":")
