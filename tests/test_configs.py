@@ -474,3 +474,17 @@ def test_precision_and_cudnn_toggles_are_reported_on_the_config_lines(monkeypatc
     resolver = SettingsResolver(Overrides(select=("SPD301", "SPD701")), isolated=True)
     found = {(Path(f.path).as_posix(), f.line, f.code) for f in check_paths(["."], resolver, use_cache=False, jobs=1).findings}
     assert found == _expected(project)
+
+
+def test_cached_findings_keep_their_config_file_and_follow_its_edits(tmp_path, monkeypatch):
+    (tmp_path / "train.py").write_text(TRAIN.replace("{config}", "conf/train.yaml"))
+    (tmp_path / "conf").mkdir()
+    config = tmp_path / "conf" / "train.yaml"
+    config.write_text("data:\n  workers: 1\n")
+    monkeypatch.chdir(tmp_path)
+    resolver = SettingsResolver(Overrides(select=("SPD101",)), isolated=True)
+    first = _found(check_paths(["."], resolver, use_cache=True, jobs=1))
+    again = _found(check_paths(["."], resolver, use_cache=True, jobs=1))  # from the cache
+    assert first == again == [("conf/train.yaml", 2, "SPD101")]
+    config.write_text("data:\n  workers: 8\n")
+    assert _found(check_paths(["."], resolver, use_cache=True, jobs=1)) == []

@@ -771,7 +771,7 @@ def analyze_text(
     facts = AstFacts(None, text)
     if seeds is not None:
         seeded_facts(facts, seeds)
-        if seeds.project.get("loaders") or seeds.project.get("called"):
+        if seeds.project.get("loaders") or seeds.project.get("called") or seeds.project.get("loader_classes"):
             prelook = False  # used from elsewhere: the text of this file alone cannot tell
     if decided:
         facts.__dict__["_scanned"] = True  # valid Python: `ast` parsed it before

@@ -190,25 +190,29 @@ def add_data_seeds(hot: Hotness, seeds: Dict[str, FileSeeds], new_seeds: Callabl
     (`new_seeds`: makes the seeds of a file that has none yet)."""
     from speedlint.analyzer.configs.flow import add_config_seeds
 
-    _NEW[0] = new_seeds
-    _loader_classes(hot, seeds)
-    _iter_wrappers(hot, seeds)
-    _distributed(hot, seeds)
-    _in_memory(hot, seeds)
+    out = _Seeds(seeds, new_seeds)
+    _loader_classes(hot, out)
+    _iter_wrappers(hot, out)
+    _distributed(hot, out)
+    _in_memory(hot, out)
     add_config_seeds(hot, seeds, new_seeds, config_files)
 
 
-_NEW: List[Any] = [None]
+class _Seeds:
+    """The seeds being built: `project(shown)` is a file's `project` facts (created on demand)."""
+
+    def __init__(self, seeds: Dict[str, FileSeeds], new_seeds: Callable[[], FileSeeds]) -> None:
+        self.seeds = seeds
+        self.new_seeds = new_seeds
+
+    def project(self, shown: str) -> Dict[str, Any]:
+        got = self.seeds.get(shown)
+        if got is None:
+            got = self.seeds[shown] = self.new_seeds()
+        return got.project  # type: ignore[no-any-return]
 
 
-def _seeds_of(seeds: Dict[str, FileSeeds], shown: str) -> FileSeeds:
-    got = seeds.get(shown)
-    if got is None:
-        got = seeds[shown] = _NEW[0]()
-    return got
-
-
-def _loader_classes(hot: Hotness, seeds: Dict[str, FileSeeds]) -> None:
+def _loader_classes(hot: Hotness, seeds: _Seeds) -> None:
     p = hot.p
     if not any(p.is_loader_class(cid) for cid in range(len(p.classes))):
         return
@@ -222,10 +226,10 @@ def _loader_classes(hot: Hotness, seeds: Dict[str, FileSeeds]) -> None:
                     names.append(name)
                     break
         if names:
-            _seeds_of(seeds, m.shown).project["loader_classes"] = names
+            seeds.project(m.shown)["loader_classes"] = names
 
 
-def _iter_wrappers(hot: Hotness, seeds: Dict[str, FileSeeds]) -> None:
+def _iter_wrappers(hot: Hotness, seeds: _Seeds) -> None:
     """Calls of a project generator that yields the items of one of its arguments: [line, the
     called name, the argument's position at the call]."""
     p = hot.p
@@ -243,7 +247,7 @@ def _iter_wrappers(hot: Hotness, seeds: Dict[str, FileSeeds]) -> None:
         if entry not in found.setdefault(caller_mid, []):
             found[caller_mid].append(entry)
     for mid, entries in found.items():
-        _seeds_of(seeds, p.modules[mid].shown).project["iter_wrappers"] = sorted(entries)
+        seeds.project(p.modules[mid].shown)["iter_wrappers"] = sorted(entries)
 
 
 def _dotted_expr(expr: Any) -> Optional[str]:
@@ -258,16 +262,16 @@ def _dotted_expr(expr: Any) -> Optional[str]:
     return None
 
 
-def _distributed(hot: Hotness, seeds: Dict[str, FileSeeds]) -> None:
+def _distributed(hot: Hotness, seeds: _Seeds) -> None:
     p = hot.p
     if not any((m.summary.get("loaders") or {}).get("distributed") for m in p.modules):
         return
     for m in p.modules:
         if (m.summary.get("loaders") or {}).get("cpu_count"):
-            _seeds_of(seeds, m.shown).project["distributed"] = True
+            seeds.project(m.shown)["distributed"] = True
 
 
-def _in_memory(hot: Hotness, seeds: Dict[str, FileSeeds]) -> None:
+def _in_memory(hot: Hotness, seeds: _Seeds) -> None:
     """Parameters every call site gives an in-memory dataset; calls returning one."""
     p = hot.p
     returning: Set[int] = set()
@@ -298,10 +302,10 @@ def _in_memory(hot: Hotness, seeds: Dict[str, FileSeeds]) -> None:
         chosen = sorted(n for n, ok in names.items() if ok)
         if chosen:
             mid = p.functions[fid][0]
-            facts = _seeds_of(seeds, p.modules[mid].shown).project.setdefault("in_memory", {})
+            facts = seeds.project(p.modules[mid].shown).setdefault("in_memory", {})
             facts.setdefault("params", {})[str(p.local_index[fid])] = chosen
     for mid, lines in call_lines.items():
-        facts = _seeds_of(seeds, p.modules[mid].shown).project.setdefault("in_memory", {})
+        facts = seeds.project(p.modules[mid].shown).setdefault("in_memory", {})
         facts["calls"] = sorted(lines)
 
 
