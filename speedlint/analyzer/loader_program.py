@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Any, Callable, Dict, Iterable, List, Optional, Set
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from speedlint.analyzer.configs.summary import block_statements, all_statements
 
@@ -31,58 +31,71 @@ _IN_MEMORY_CALLS = frozenset({"TensorDataset", "StackDataset"})
 
 
 def loader_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
-    """Per file: `in_memory` (def lines of functions returning an in-memory dataset),
+    """Per file: `in_memory` (def lines of functions returning an in-memory dataset), `yields`
+    (generators that yield what they iterate), `moves` (parameters a function copies to the GPU),
     `distributed` (it starts one process per GPU) and `cpu_count` (it reads the CPU count)."""
     out: Dict[str, Any] = {}
     if _DISTRIBUTED.search(text):
         out["distributed"] = True
     if "cpu_count" in text or "sched_getaffinity" in text:
         out["cpu_count"] = True  # a file SPD107 may look at
-    moves = _moved_parameters(tree, text) if (".cuda(" in text or ".to(" in text or ".type(" in text) else None
-    if moves:
-        out["moves"] = moves
-    yields = _generator_wrappers(tree) if "yield" in text else None
-    if yields:
-        out["yields"] = yields
-    if any(name in text for name in _IN_MEMORY_CALLS):
-        returns: Dict[int, List[ast.AST]] = {}
-        local: Dict[int, Dict[str, List[ast.AST]]] = {}
-        functions = []
-        for stmt, fn in all_statements(tree):
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                functions.append(stmt)
-            if fn is None:
-                continue
-            if isinstance(stmt, ast.Return) and stmt.value is not None:
-                returns.setdefault(id(fn), []).append(stmt.value)
-            elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-                local.setdefault(id(fn), {}).setdefault(stmt.targets[0].id, []).append(stmt.value)
-        lines = [
-            f.lineno for f in functions
-            if returns.get(id(f)) and all(_in_memory_expr(r, local.get(id(f), {}), 0) for r in returns[id(f)])
-        ]
-        if lines:
-            out["in_memory"] = lines
+    wanted = (".cuda(" in text or ".to(" in text or ".type(" in text, "yield" in text, any(n in text for n in _IN_MEMORY_CALLS))
+    if not any(wanted):
+        return out or None
+    functions = _functions(tree)
+    for key, want, facts in (("moves", wanted[0], _moved_parameters), ("yields", wanted[1], _generator_wrappers), ("in_memory", wanted[2], _returning_in_memory)):
+        if want:
+            found = facts(functions, text)
+            if found:
+                out[key] = found
     return out or None
+
+
+Functions = List[Tuple[Any, List[ast.stmt]]]
+
+
+def _functions(tree: ast.Module) -> Functions:
+    """Each function of the module with the statements of its own body (nested blocks included,
+    nested functions apart)."""
+    own: Dict[int, List[ast.stmt]] = {}
+    functions = []
+    for stmt, fn in all_statements(tree):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions.append(stmt)
+        if fn is not None:
+            own.setdefault(id(fn), []).append(stmt)
+    return [(f, own.get(id(f), [])) for f in functions]
+
+
+def _returning_in_memory(functions: Functions, text: str) -> List[int]:
+    """def lines of the functions whose every return is an in-memory dataset (`TensorDataset`)."""
+    lines = []
+    for fn, body in functions:
+        returns = [s.value for s in body if isinstance(s, ast.Return) and s.value is not None]
+        local: Dict[str, List[ast.AST]] = {}
+        for s in body:
+            if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
+                local.setdefault(s.targets[0].id, []).append(s.value)
+        if returns and all(_in_memory_expr(r, local, 0) for r in returns):
+            lines.append(fn.lineno)
+    return lines
 
 
 _MOVES = re.compile(r"\.(cuda|to)\(|\.type\([^)]*cuda")
 
 
-def _moved_parameters(tree: ast.Module, text: str) -> Dict[str, List[str]]:
+def _moved_parameters(functions: Functions, text: str) -> Dict[str, List[str]]:
     """def line -> the parameters a function copies to the GPU (`x.cuda()`, `x.to(device)`,
     `x[0].to(...)`, `x.type(torch.cuda.FloatTensor)`): a batch passed to it is moved there."""
     lines = text.splitlines()
     out: Dict[str, List[str]] = {}
-    for stmt, _ in all_statements(tree):
-        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    for fn, _ in functions:
+        end = getattr(fn, "end_lineno", None) or fn.lineno
+        if not any(_MOVES.search(line) for line in lines[fn.lineno - 1:end]):
             continue
-        end = getattr(stmt, "end_lineno", None) or stmt.lineno
-        if not any(_MOVES.search(line) for line in lines[stmt.lineno - 1:end]):
-            continue
-        params = {a.arg for a in (*stmt.args.posonlyargs, *stmt.args.args, *stmt.args.kwonlyargs)}
+        params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
         moved: List[str] = []
-        for node in ast.walk(stmt):
+        for node in ast.walk(fn):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("cuda", "to", "type")):
                 continue
             if node.func.attr == "type" and "cuda" not in ast.dump(node):
@@ -95,7 +108,7 @@ def _moved_parameters(tree: ast.Module, text: str) -> Dict[str, List[str]]:
             if isinstance(root, ast.Name) and root.id in params and root.id not in ("self", "cls") and root.id not in moved:
                 moved.append(root.id)
         if moved:
-            out[str(stmt.lineno)] = moved
+            out[str(fn.lineno)] = moved
     return out
 
 
@@ -126,25 +139,12 @@ def moved_by_callees(hot: Hotness, mid: int, fid: Optional[int], body: Dict[str,
     return out
 
 
-def _generator_wrappers(tree: ast.Module) -> Dict[str, int]:
+def _generator_wrappers(functions: Functions, text: str) -> Dict[str, int]:
     """def line -> the parameter (index) whose items a generator yields: `for obj in iterable:
     ... yield obj` (`metric_logger.log_every(loader, 10)`), `yield from iterable`."""
-    loops: Dict[int, List[ast.For]] = {}
-    yields: Dict[int, List[Any]] = {}
-    functions = []
-    for stmt, fn in all_statements(tree):
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            functions.append(stmt)
-        if fn is None:
-            continue
-        if isinstance(stmt, ast.For):
-            loops.setdefault(id(fn), []).append(stmt)
-        value = stmt.value if isinstance(stmt, ast.Expr) else None
-        if isinstance(value, (ast.Yield, ast.YieldFrom)):
-            yields.setdefault(id(fn), []).append((stmt, value))
     out: Dict[str, int] = {}
-    for fn in functions:
-        found = yields.get(id(fn))
+    for fn, body in functions:
+        found = [(s, s.value) for s in body if isinstance(s, ast.Expr) and isinstance(s.value, (ast.Yield, ast.YieldFrom))]
         if not found:
             continue
         params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
@@ -152,7 +152,7 @@ def _generator_wrappers(tree: ast.Module) -> Dict[str, int]:
         for _, value in found:
             if isinstance(value, ast.YieldFrom) and isinstance(value.value, ast.Name) and value.value.id in params:
                 target = value.value.id
-        for loop in loops.get(id(fn), ()):
+        for loop in (s for s in body if isinstance(s, ast.For)):
             it = loop.iter
             while isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("enumerate", "iter", "tqdm", "islice") and it.args:
                 it = it.args[0]

@@ -56,26 +56,13 @@ def discover_config_files(paths: Sequence[str], globs_for: GlobsFor, excludes_fo
 
 
 def _walk(top: Path, ignorer) -> Iterable[Path]:  # type: ignore[no-untyped-def]
-    stack = [top]
-    while stack:
-        folder = stack.pop()
-        try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError:
-            continue
-        subdirs = []
-        for entry in entries:
-            path = Path(entry.path)
-            try:
-                is_dir = entry.is_dir()
-            except OSError:
-                continue
-            if is_dir:
-                if not entry.is_symlink() and not ignorer.excluded(path, True):
-                    subdirs.append(path)
-            elif "." in entry.name and not entry.name.endswith((".py", ".pyi")):
-                yield path
-        stack.extend(reversed(subdirs))
+    """Files below `top` that are not Python, in folders the excludes and `.gitignore` keep."""
+    for folder, dirs, files in os.walk(top):
+        here = Path(folder)
+        dirs[:] = sorted(d for d in dirs if not (here / d).is_symlink() and not ignorer.excluded(here / d, True))
+        for name in sorted(files):
+            if "." in name and not name.endswith((".py", ".pyi")):
+                yield here / name
 
 
 def globs_of(globs: Optional[Sequence[str]]) -> Tuple[str, ...]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import posixpath
+import re
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 #: Calls that read a config from a file object, a string or a path: qualified name -> format.
@@ -46,14 +47,14 @@ _CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml", ".ini", ".cfg", ".conf")
 
 
 def _dotted(node: ast.AST) -> Optional[str]:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
+    """`a.b.c` for a name or an attribute chain, else None."""
+    if not isinstance(node, (ast.Name, ast.Attribute)):
+        return None
+    text = ast.unparse(node)
+    return text if _NAME_CHAIN.fullmatch(text) else None
+
+
+_NAME_CHAIN = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
 
 class _ConfigFacts:

@@ -118,21 +118,21 @@ class ConfigLookup:
             func = node.func
             args = [a for a in node.args if not a.star]
             name = func.attr.value if isinstance(func, cst.Attribute) else dotted(func) or ""
-            literal = [_literal(a.value) for a in args]
-            if name == "getattr" and len(args) in (2, 3) and isinstance(literal[1], str):
-                keys.append(literal[1])
+            literals = [literal(a.value) for a in args]
+            if name == "getattr" and len(args) in (2, 3) and isinstance(literals[1], str):
+                keys.append(literals[1])
                 if len(args) == 3:
                     default, has_default = args[2].value, True
                 node = args[0].value
-            elif isinstance(func, cst.Attribute) and name in _PARSER_GETTERS and len(args) >= 2 and all(isinstance(x, str) for x in literal[:2]) and args[1].keyword is None:
-                keys += [literal[1], literal[0]]  # parser.getint("section", "option")
+            elif isinstance(func, cst.Attribute) and name in _PARSER_GETTERS and len(args) >= 2 and all(isinstance(x, str) for x in literals[:2]) and args[1].keyword is None:
+                keys += [literals[1], literals[0]]  # parser.getint("section", "option")
                 convert = _PARSER_GETTERS[name]
                 fallback = next((a.value for a in args if a.keyword is not None and a.keyword.value == "fallback"), None)
                 if fallback is not None:
                     default, has_default = fallback, True
                 node = func.value
-            elif isinstance(func, cst.Attribute) and name in _PARSER_GETTERS and args and isinstance(literal[0], str):
-                keys.append(literal[0])  # cfg.get("key", default), section.getint("key")
+            elif isinstance(func, cst.Attribute) and name in _PARSER_GETTERS and args and isinstance(literals[0], str):
+                keys.append(literals[0])  # cfg.get("key", default), section.getint("key")
                 if name != "get":
                     convert = _PARSER_GETTERS[name]
                 if len(args) >= 2:
@@ -149,14 +149,14 @@ class ConfigLookup:
                 keys.append(node.attr.value)
                 node = node.value
             elif isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
-                key = _literal(node.slice[0].slice.value)
+                key = literal(node.slice[0].slice.value)
                 if key is None:
                     return None
                 keys.append(key)
                 node = node.value
             elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "get":
                 args = [a for a in node.args if not a.star]
-                key = _literal(args[0].value) if args else None
+                key = literal(args[0].value) if args else None
                 if not isinstance(key, str):
                     return None
                 keys.append(key)
@@ -261,7 +261,8 @@ def _decode(refs: List[List[Any]]) -> List[Tuple[int, Tuple[Any, ...], bool]]:
     return [(int(sid), tuple(keys), bool(overlay)) for sid, keys, overlay in refs]
 
 
-def _literal(node: cst.BaseExpression) -> Any:
+def literal(node: cst.BaseExpression) -> Any:
+    """The value of a string or integer literal (None for anything else)."""
     if isinstance(node, (cst.SimpleString, cst.Integer)):
         import ast
 

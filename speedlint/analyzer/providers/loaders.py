@@ -22,6 +22,7 @@ from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 import libcst as cst
 
 from speedlint.analyzer.context import FileContext
+from speedlint.analyzer.providers.configs import literal as _literal
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.values import NO_DEFAULT, KwArg, Value
 from speedlint.analyzer.providers.walk import visit as fast_visit
@@ -749,17 +750,6 @@ class LoaderFacts:
             elif fn in run_by:
                 found.append(run_by[fn])
         return found
-
-
-def _literal(node: cst.BaseExpression) -> Any:
-    """The value of a string or integer literal (None for anything else)."""
-    if isinstance(node, (cst.SimpleString, cst.Integer)):
-        try:
-            value = ast.literal_eval(node.value)
-        except Exception:
-            return None
-        return value if isinstance(value, (str, int)) else None
-    return None
 
 
 def _literal_index(node: cst.Subscript) -> Any:
