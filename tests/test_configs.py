@@ -488,3 +488,54 @@ def test_cached_findings_keep_their_config_file_and_follow_its_edits(tmp_path, m
     assert first == again == [("conf/train.yaml", 2, "SPD101")]
     config.write_text("data:\n  workers: 8\n")
     assert _found(check_paths(["."], resolver, use_cache=True, jobs=1)) == []
+
+
+ARGS = '''\
+import argparse
+
+import torch
+import yaml
+from torch.utils.data import DataLoader, Dataset
+
+
+class Files(Dataset):
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, i):
+        return torch.load(f"{i}.pt")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--config", default="conf/train.yaml")
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--eval-workers", type=int, default=1)
+    args = parser.parse_args()
+    with open(args.config) as f:
+        cfg = yaml.safe_load(f)
+    {fill}
+    train = DataLoader(Files(), batch_size=8, num_workers=args.workers)
+    evaluation = DataLoader(Files(), batch_size=8, num_workers=args.eval_workers)
+    return train, evaluation
+'''
+
+FILLS = {
+    "vars": "vars(args).update(cfg)",
+    "dict": "args.__dict__.update(cfg)",
+    "setattr": "for k, v in cfg.items():\n        setattr(args, k, v)",
+}
+
+
+@pytest.mark.parametrize("fill", sorted(FILLS))
+def test_args_filled_from_the_config_file(fill, tmp_path, monkeypatch):
+    """Keys of the file override the argparse defaults; a key it lacks keeps its default."""
+    text = ARGS.replace("{fill}", FILLS[fill])
+    (tmp_path / "train.py").write_text(text)
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "train.yaml").write_text("workers: 0\nlr: 0.1\n")
+    evaluation = next(i for i, line in enumerate(text.splitlines(), start=1) if "evaluation = " in line)
+    # `workers` comes from the file (0); `eval_workers` keeps its argparse default (1)
+    assert _found(_run(tmp_path, monkeypatch)) == [("conf/train.yaml", 1, "SPD101"), ("train.py", evaluation, "SPD101")]
+    (tmp_path / "conf" / "train.yaml").write_text("eval_workers: 4\n")
+    assert _found(_run(tmp_path, monkeypatch)) == []  # 8 by default, 4 from the file

@@ -57,6 +57,7 @@ class ConfigFlow:
         for m in p.modules:
             self._def_lines.append({p.functions[fid][1]["line"]: fid for fid in m.fids})
         self._roots: Dict[Tuple[int, Optional[int]], List[Tuple[str, Set[Ref]]]] = {}
+        self._shared = False
 
     # -- sources -----------------------------------------------------------------------------
     def _source(self, layers: List[Layer]) -> Optional[int]:
@@ -314,6 +315,8 @@ class ConfigFlow:
                         self.globals[m.id].setdefault(name, set()).update(refs)
                         changed = True
                 changed |= self._calls(m.id, None, env)
+            # module globals and `self` attributes holding a config reach functions of any module
+            self._shared = any(self.globals) or any(self.attrs.values())
             for fid, (mid, fn) in enumerate(p.functions):
                 if not self._may_matter(mid, fid):
                     continue
@@ -351,7 +354,7 @@ class ConfigFlow:
 
     def _may_matter(self, mid: int, fid: int) -> bool:
         """Skip functions that neither receive, make nor read a config (most of a large program)."""
-        return bool(self.params[fid]) or bool(self.facts[mid]) or any(self.globals[m] for m in range(len(self.globals))) or bool(self.attrs)
+        return bool(self.params[fid]) or bool(self.facts[mid]) or self._shared or any(self.returns[c] for _, c in self.p.edges[fid])
 
     def _calls(self, mid: int, fid: Optional[int], env: Dict[str, Set[Ref]]) -> bool:
         """Pass the refs of call arguments on to the callees' parameters."""

@@ -1,15 +1,27 @@
-"""Shared facts about `DataLoader` objects in one module (used by SPD101-SPD105 and the codemod).
+"""Shared facts about data loaders in one module (used by SPD101-SPD107 and the codemod).
 
 Not a rule: the registry only picks up `Rule` subclasses. Computed once per file and cached on
 the `FileContext` (`loader_facts(ctx)`).
 
-* which expressions refer to which `DataLoader(...)` call: names and `self.x` attributes it is
-  assigned to, parameters of same-file functions it is passed to, same-file helpers returning it;
-* where each loader is iterated (`for b in loader`, `enumerate(loader)`, `tqdm(loader)`, `zip(...)`)
-  and where it is read with `next(iter(loader))`;
-* whether the dataset of a loader lives in memory (`TensorDataset`, a list of tensors);
+* which calls build a loader (`loader_kind`): torch's `DataLoader`, the loaders of
+  torch_geometric, MONAI and DGL, project subclasses of them (defined here: their `__init__`
+  defaults count; in another module: the whole program says so), `functools.partial(DataLoader,
+  ...)` (its keywords count);
+* what reaches each keyword (`kwarg`): by keyword, position, `**kwargs` built in several ways
+  (a keyword some way leaves out has the DataLoader default), the partial's keywords, the
+  subclass's defaults, a config file the code reads (`ctx.config_values`);
+* which expressions refer to which loader call: names and `self.x` attributes it is assigned to,
+  tuples, lists and dicts holding it (also returned by a helper: `train_set, train_loader =
+  get_data()`), loop variables over such containers, parameters of same-file functions it is
+  passed to, same-file helpers returning it;
+* where each loader is iterated (`for b in loader`, `enumerate(loader)`, `tqdm(loader)`, `zip(...)`,
+  `itertools.cycle`, a project generator that yields what it iterates) and where it is read with
+  `next(iter(loader))` or `next(it)`;
+* whether the dataset of a loader lives in memory (`TensorDataset`, a list of tensors; also built
+  by a helper or passed in from another module, as the program says);
 * whether a node runs when the module is imported (no `if __name__ == "__main__":` around it),
-  which matters for multi-worker loading on spawn platforms.
+  which matters for multi-worker loading on spawn platforms;
+* worker counts that are the CPU count, uncapped (SPD107).
 """
 
 from __future__ import annotations
