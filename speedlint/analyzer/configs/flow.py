@@ -155,8 +155,9 @@ class ConfigFlow:
         files = self._files(mid, fid, spec)
         found = [f for f in files if f in self.known]
         if not found:
-            if spec is not None and spec[0] in ("cwd", "here", "abs") and files and looks_like_config(files[0]) and not os.path.exists(files[0]):
-                shown = posixpath.normpath(spec[1]) if spec[0] != "here" else spec[1]
+            missing = [f for f in files if looks_like_config(f) and not os.path.exists(f)]
+            if missing and len(missing) == len(files):
+                shown = os.path.relpath(missing[0], os.path.dirname(self.p.modules[mid].path))
                 self.problems.setdefault(mid, []).append(
                     ("", line, f"the config file `{shown}` that this code reads does not exist; its values are not checked")
                 )
@@ -181,10 +182,10 @@ class ConfigFlow:
         out: List[Tuple[str, Set[Ref]]] = []
         facts = self.facts[mid]
         line = self.p.functions[fid][1]["line"] if fid is not None else 0
-        for at, target, fmt, spec in facts.get("loads", ()):
+        for at, target, fmt, spec, where in facts.get("loads", ()):
             if at != line:
                 continue
-            sid = self._load_source(mid, fid, fmt, spec, line)
+            sid = self._load_source(mid, fid, fmt, spec, where)
             if sid is not None:
                 out.append((target, {(sid, (), False)}))
         for at, spec, name in facts.get("hydra", ()):
@@ -222,7 +223,7 @@ class ConfigFlow:
                 ]
                 for t in targets:
                     env.setdefault(t, set()).update((sid, keys, overlay) for sid, keys, _ in refs)
-        return {k: set(list(v)[:_MAX_REFS]) if len(v) > _MAX_REFS else v for k, v in env.items() if v}
+        return {k: set(sorted(v, key=repr)[:_MAX_REFS]) if len(v) > _MAX_REFS else v for k, v in env.items() if v}
 
     def _access(self, mid: int, fid: Optional[int], access: List[Any], env: Dict[str, Set[Ref]]) -> Set[Ref]:
         root, keys = access[0], tuple(access[1:])

@@ -3,7 +3,7 @@
 Recorded per file (plain lists and dicts: they go to the cache as JSON), functions named by the
 line of their `def` (0: the module's top level):
 
-* `loads`: `[def line, target, format, path]`: a config loaded into a name (`cfg = yaml.safe_load(f)`
+* `loads`: `[def line, target, format, path, line]`: a config loaded into a name (`cfg = yaml.safe_load(f)`
   with `f` from `with open(path) as f`, `json.load(open(path))`, `json.loads(f.read())`,
   `OmegaConf.load(path)`, `toml.load(path)`, `tomllib.load(f)`, `parser = ConfigParser();
   parser.read(path)`), or returned (target `"<return>"`);
@@ -217,7 +217,7 @@ class _ConfigFacts:
                 if isinstance(value, ast.Call):
                     fmt, spec = self._load(value, binds, params, opened, read)
                     if fmt is not None:
-                        self.loads.append([line, name, fmt, spec])
+                        self.loads.append([line, name, fmt, spec, stmt.lineno])
                         continue
                     q = self.qualname(value.func)
                     if q in _PARSERS:
@@ -238,7 +238,7 @@ class _ConfigFacts:
             elif isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Call):
                 fmt, spec = self._load(stmt.value, binds, params, opened, read)
                 if fmt is not None:
-                    self.loads.append([line, "<return>", fmt, spec])
+                    self.loads.append([line, "<return>", fmt, spec, stmt.lineno])
             elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
                 self._call_statement(line, stmt.value, binds, params, parsers)
             elif isinstance(stmt, ast.For) and isinstance(stmt.iter, ast.Call):
@@ -251,7 +251,7 @@ class _ConfigFacts:
         owner = _dotted(func.value)
         if func.attr in ("read", "read_file") and owner in parsers and call.args:  # parser.read(path)
             spec = self.path(call.args[0], binds, params, 0) if func.attr == "read" else self._opened(call.args[0], binds, params)
-            self.loads.append([line, owner, "ini", spec])
+            self.loads.append([line, owner, "ini", spec, call.lineno])
         elif func.attr == "update" and len(call.args) == 1:
             base = func.value
             target = None
