@@ -5,6 +5,12 @@ config file, no cache). The findings must be exactly the `# expect: CODE` marker
 wherever they sit: the whole-program analysis follows the training step into other modules, and
 a finding sits where the cost occurs. Each project also holds code that must not fire (marked
 with a `# must not fire` comment): a new project needs no new test code.
+
+Training config files next to the code carry markers too: a `# expect: CODE` comment on the
+line of a YAML or TOML file. INI files have no comments at the end of a line (configparser reads
+them as part of the value): a `; expect: CODE` (or `#`) comment line there marks the line after
+it. JSON has no comments at all: a sidecar file `<name>.json.expect` next to `<name>.json` lists
+`LINE: CODE[, CODE]` per line (`#` starts a comment there).
 """
 
 from __future__ import annotations
@@ -28,15 +34,32 @@ PROJECTS = sorted(p for p in (FIXTURES / "projects").iterdir() if p.is_dir())
 MUST_NOT_FIRE = re.compile(r"#\s*must not fire", re.I)
 
 
+#: Config files whose comments may carry `# expect:` markers.
+MARKED_CONFIGS = ("*.yaml", "*.yml", "*.toml", "*.ini", "*.cfg", "*.conf")
+INI_EXPECT = re.compile(r";\s*expect:\s*(?P<codes>SPD\d{3}(?:\s*,\s*SPD\d{3})*)")
+SIDECAR = re.compile(r"^\s*(?P<line>\d+)\s*:\s*(?P<codes>SPD\d{3}(?:\s*,\s*SPD\d{3})*)\s*(?:#.*)?$")
+
+
 def _expected(project: Path) -> Set[Tuple[str, int, str]]:
     found = set()
-    for path in sorted(project.rglob("*.py")):
+    files = sorted(project.rglob("*.py")) + sorted(p for g in MARKED_CONFIGS for p in project.rglob(g))
+    for path in files:
         rel = path.relative_to(project).as_posix()
+        ini = path.suffix in (".ini", ".cfg", ".conf")
         for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            m = EXPECT.search(line)
+            m = (INI_EXPECT.search(line) or EXPECT.search(line)) if ini else EXPECT.search(line)
             if m:
                 for code in re.split(r"\s*,\s*", m.group("codes")):
-                    found.add((rel, lineno, code))
+                    found.add((rel, lineno + 1 if ini else lineno, code))  # INI: the line after the comment
+    for sidecar in sorted(project.rglob("*.json.expect")):  # JSON has no comments
+        rel = sidecar.relative_to(project).as_posix()[: -len(".expect")]
+        for line in sidecar.read_text(encoding="utf-8").splitlines():
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            m = SIDECAR.match(line)
+            assert m, f"{sidecar}: expected `LINE: CODE`, got {line!r}"
+            for code in re.split(r"\s*,\s*", m.group("codes")):
+                found.add((rel, int(m.group("line")), code))
     return found
 
 

@@ -101,6 +101,26 @@ def finding_to_json(f: Finding) -> List[Any]:
     return [f.code, f.name, f.message, f.line, f.column, f.end_line, f.end_column, _impact_json(f.impact), fix, edits, f.status.value, related, f.cell, f.cell_offset]
 
 
+#: Where a cached finding keeps its file when that is not the checked one (after `finding_to_json`'s fields).
+_ELSEWHERE = 14
+
+
+def _elsewhere(path: str, abspath: str) -> Optional[str]:
+    """The absolute path of a finding's file when it is not the checked file (a config file the
+    code reads), else None."""
+    full = os.path.abspath(path)
+    return full if full != abspath else None
+
+
+def _shown(full: Optional[str], shown: str) -> str:
+    if full is None:
+        return shown
+    try:
+        return os.path.relpath(full)
+    except ValueError:  # another drive on Windows
+        return full
+
+
 def finding_from_json(v: List[Any], path: str) -> Finding:
     fix = None
     if v[8] is not None:
@@ -163,8 +183,8 @@ class Bucket:
         if entry is None or entry[0] != digest:
             return None
         try:
-            findings = [finding_from_json(v, shown) for v in entry[1]]
-            diagnostics = [Diagnostic(shown, m, k) for m, k in entry[2]]
+            findings = [finding_from_json(v, _shown(v[_ELSEWHERE] if len(v) > _ELSEWHERE else None, shown)) for v in entry[1]]
+            diagnostics = [Diagnostic(_shown(d[2] if len(d) > 2 else None, shown), d[0], d[1]) for d in entry[2]]
             return CachedResult(findings, diagnostics, bool(entry[3]))
         except (TypeError, ValueError, IndexError, KeyError):
             return None  # an entry from an incompatible writer: recompute
@@ -174,8 +194,8 @@ class Bucket:
             return
         self._new[abspath] = [
             digest,
-            [finding_to_json(f) for f in findings],
-            [[d.message, d.kind] for d in diagnostics],
+            [finding_to_json(f) + ([full] if (full := _elsewhere(f.path, abspath)) else []) for f in findings],
+            [[d.message, d.kind] + ([full] if (full := _elsewhere(d.path, abspath)) else []) for d in diagnostics],
             parsed,
         ]
 

@@ -47,6 +47,9 @@ class Settings:
     root: Optional[str] = None
     #: Options for fixers (e.g. accumulation_steps) given by the user.
     fix_options: Tuple[Tuple[str, Any], ...] = ()
+    #: Which training config files (YAML, JSON, TOML, INI) `check` reads beside the Python files,
+    #: as gitignore-style globs (None: `configs.discovery.DEFAULT_CONFIG_GLOBS`; empty: none).
+    config_files: Optional[Tuple[str, ...]] = None
 
     def fingerprint(self) -> str:
         data = asdict(self)
@@ -57,7 +60,7 @@ class Settings:
         return dict(self.fix_options).get(name, default)
 
 
-_LIST_KEYS = {"select", "ignore", "extend-select", "exclude", "extend-exclude"}
+_LIST_KEYS = {"select", "ignore", "extend-select", "exclude", "extend-exclude", "config-files"}
 _BOOL_KEYS = {"unsafe-fixes", "preview"}
 KNOWN_KEYS = _LIST_KEYS | _BOOL_KEYS | {"per-file-ignores", "target-torch-version", "fix"}
 

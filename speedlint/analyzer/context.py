@@ -54,6 +54,27 @@ class FileContext:
         return ValueTracer(self.torch)
 
     @cached_property
+    def config_values(self) -> ValueTracer:
+        """`values`, also through config files the code reads (`providers.configs`): a value
+        from a config file carries the line that holds it (`Value.config`). Rules that report
+        on config lines or read config toggles ask this one."""
+        from speedlint.analyzer.providers.configs import ConfigLookup
+
+        lookup = ConfigLookup(self.torch)
+        if not lookup.active:
+            return self.values
+        tracer = ValueTracer(self.torch, configs=lookup)
+        tracer._index = self.values.index  # the same bindings: index the module once
+        return tracer
+
+    def config_problems(self) -> list:
+        """(config path, message) for config files that could not be used (read errors, values
+        of the wrong type), found while looking values up."""
+        tracer = self.__dict__.get("config_values")
+        lookup = getattr(tracer, "configs", None)
+        return list(lookup.problems) if lookup is not None else []
+
+    @cached_property
     def may_use_gpu(self) -> bool:
         """False for scripts that never mention CUDA or select a device: no GPU-only advice there
         (a module whose code is made hot by such a script, through the program, counts as GPU)."""

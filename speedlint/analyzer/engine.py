@@ -794,7 +794,7 @@ def analyze_text(
     facts = AstFacts(None, text)
     if seeds is not None:
         seeded_facts(facts, seeds)
-        if any(seeds.project.get(k) for k in ("loaders", "called", "pinned_loops")):
+        if any(seeds.project.get(k) for k in ("loaders", "called", "pinned_loops", "loader_classes")):
             prelook = False  # used from elsewhere: the text of this file alone cannot tell
     if decided:
         facts.__dict__["_scanned"] = True  # valid Python: `ast` parsed it before
@@ -901,6 +901,8 @@ def _chain(ctx: FileContext, node: cst.CSTNode, code: str) -> Tuple[str, Tuple[T
 
 
 def _finding(ctx: FileContext, rule: Rule, report, timed: bool = False) -> Tuple[Finding, float]:  # type: ignore[no-untyped-def]
+    if report.at is not None:
+        return _config_finding(ctx, rule, report), 0.0
     pos = ctx.position(report.node)
     suffix, related = _chain(ctx, report.node, rule.code)
     edits: Tuple[Edit, ...] = ()
@@ -925,6 +927,34 @@ def _finding(ctx: FileContext, rule: Rule, report, timed: bool = False) -> Tuple
         status=rule.status,
         related=related,
     ), spent
+
+
+def _config_finding(ctx: FileContext, rule: Rule, report) -> Finding:  # type: ignore[no-untyped-def]
+    """A finding on the config-file line that holds the value (`Rule.report(..., at=site)`):
+    the code that reads it is the first related location, then the hot chain, if any."""
+    from speedlint.analyzer.providers.configs import display_path
+
+    site = report.at
+    pos = ctx.position(report.node)
+    suffix, related = _chain(ctx, report.node, rule.code)
+    code = ctx.module.code_for_node(report.node).strip().splitlines()[0][:60]
+    here = (ctx.path, pos.start.line, code)
+    edits = tuple(Edit(e.line, e.col, e.line, e.end_col, e.new) for e in report.fix.config_edits) if report.fix is not None else ()
+    return Finding(
+        code=rule.code,
+        name=rule.name,
+        message=f"{report.message} (read at {ctx.path}:{pos.start.line}){suffix}",
+        path=display_path(site.path),
+        line=site.line,
+        column=site.col + 1,
+        end_line=site.line,
+        end_column=site.end_col + 1,
+        impact=report.impact,
+        fix=report.fix,
+        edits=edits,
+        status=rule.status,
+        related=(here, *related),
+    )
 
 
 def _edit(ctx: FileContext, node: cst.CSTNode, new) -> Edit:  # type: ignore[no-untyped-def]

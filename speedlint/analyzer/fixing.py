@@ -38,6 +38,9 @@ class FixOutcome:
     remaining: List[Finding] = field(default_factory=list)  # findings left after fixing
     diagnostics: List[Diagnostic] = field(default_factory=list)
     unsafe_available: int = 0  # unsafe fixes not applied because --unsafe-fixes was not given
+    #: findings whose (allowed) fix edits a config file the code reads: applied apart, once per
+    #: config file, after every Python file (`rewrite.fix_config_files`)
+    config_fixes: List[Finding] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -138,7 +141,8 @@ def fix_text(
         findings = apply_suppressions(analysis.findings, current, settings, path)
         todo = [
             f for f in findings
-            if allowed(f.fix, unsafe) and not (f.fix.fixer is not None and id(f.fix.fixer) in failed_fixers)  # type: ignore[union-attr]
+            if allowed(f.fix, unsafe) and not f.fix.config_edits  # type: ignore[union-attr]
+            and not (f.fix.fixer is not None and id(f.fix.fixer) in failed_fixers)  # type: ignore[union-attr]
         ]
         if not todo or analysis.ctx is None:
             outcome.remaining = findings
@@ -179,6 +183,7 @@ def fix_text(
         final = analyze_text(current, path, rules, settings, seeds=seeds)
         outcome.remaining = apply_suppressions(final.findings, current, settings, path)
     outcome.fixed = current
+    outcome.config_fixes = [f for f in outcome.remaining if f.fix is not None and f.fix.config_edits and allowed(f.fix, unsafe)]  # type: ignore[misc]
     outcome.unsafe_available = sum(
         1 for f in outcome.remaining if f.fix is not None and f.fix.applicable and f.fix.applicability is UNSAFE and not unsafe
     )

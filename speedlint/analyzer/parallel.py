@@ -106,7 +106,7 @@ def analyze_job(job: Job, profile: Optional[Profile]) -> Tuple[FileResult, Optio
         findings = [f.portable() for f in apply_suppressions(analysis.findings, text, job.settings, job.shown)]
         if profile is not None and analysis.findings:
             profile.add("suppressions", time.perf_counter() - t)
-        diagnostics = analysis.diagnostics
+        diagnostics = analysis.diagnostics + config_diagnostics(job.shown, job.seeds, analysis.ctx)
         if notebook is not None:  # positions in cells; the cells skipped for a syntax error
             findings, diagnostics = notebook.locate(findings, diagnostics, job.shown)
     except Exception as exc:  # a bug in a rule must not stop the run, nor hide the other files
@@ -117,6 +117,26 @@ def analyze_job(job: Job, profile: Optional[Profile]) -> Tuple[FileResult, Optio
         # them so the trees are freed now, by reference counting, not at the next full collection.
         analysis.ctx.__dict__.clear()
     return result, digest
+
+
+def config_diagnostics(shown: str, seeds: Optional[FileSeeds], ctx) -> List[Diagnostic]:  # type: ignore[no-untyped-def]
+    """Warnings about the config files a file reads: a file that does not exist, one that cannot
+    be read, a value of the wrong type (`configs`, `providers.configs`)."""
+    from speedlint.analyzer.providers.configs import display_path
+
+    out: List[Diagnostic] = []
+    if seeds is not None:
+        for path, line, message in seeds.project.get("config_problems", ()):
+            where = display_path(path) if path else shown
+            out.append(Diagnostic(where, f"line {line}: {message}" if not path else message, "warning"))
+    if ctx is not None:
+        for path, message in ctx.config_problems():
+            out.append(Diagnostic(display_path(path), message, "warning"))
+    unique: List[Diagnostic] = []
+    for d in out:
+        if d not in unique:
+            unique.append(d)
+    return unique
 
 
 def _init_worker() -> None:
@@ -173,6 +193,7 @@ def program_seeds(
     workers: int,
     profile: Optional[Profile] = None,
     codes: Optional[Sequence[Tuple[str, ...]]] = None,
+    config_files: Sequence[str] = (),
 ) -> Tuple[Dict[int, FileSeeds], Dict[int, Tuple[str, ...]]]:
     """Link the whole program (`speedlint.analyzer.program`): each file's summary (from the cache
     by content hash, else computed in the pool), then hotness along the call graph. Returns the
@@ -194,7 +215,7 @@ def program_seeds(
                     digests[index] = content_hash(read_bytes(str(path)))
                 except (SourceError, OSError):
                     continue
-        linked = cache.load_program(_program_key(files, digests))
+        linked = cache.load_program(_program_key(files, digests, config_files))
         if linked is not None:
             index_of = {shown: i for i, (_, shown) in enumerate(files)}
             if profile is not None:
@@ -236,10 +257,10 @@ def program_seeds(
             if enabled is not None and codes is not None:
                 hints[index] = enabled
     t1 = time.perf_counter()
-    by_shown = link([(os.path.abspath(files[i][0]), files[i][1], s) for i, s in sorted(summaries.items())])
+    by_shown = link([(os.path.abspath(files[i][0]), files[i][1], s) for i, s in sorted(summaries.items())], config_files)
     locate_chains(by_shown, {files[i][1]: s["cells"] for i, s in summaries.items() if "cells" in s})
     if cache is not None:
-        cache.save_program(_program_key(files, digests), by_shown)
+        cache.save_program(_program_key(files, digests, config_files), by_shown)
     index_of = {shown: i for i, (_, shown) in enumerate(files)}
     seeds = {index_of[shown]: s for shown, s in by_shown.items() if shown in index_of}
     if profile is not None:
@@ -248,8 +269,9 @@ def program_seeds(
     return seeds, hints
 
 
-def _program_key(files: Sequence[Tuple[Path, str]], digests: Dict[int, str]) -> str:
-    """What the link depends on: every file's place, name and content (and speedlint's code)."""
+def _program_key(files: Sequence[Tuple[Path, str]], digests: Dict[int, str], config_files: Sequence[str] = ()) -> str:
+    """What the link depends on: every file's place, name and content, the config files the code
+    may read (by size and modification time), and speedlint's code."""
     import hashlib
 
     from speedlint.analyzer.cache import code_fingerprint
@@ -258,6 +280,12 @@ def _program_key(files: Sequence[Tuple[Path, str]], digests: Dict[int, str]) -> 
     for index, (path, shown) in enumerate(files):
         if index in digests:
             h.update(f"{os.path.abspath(path)}\0{shown}\0{digests[index]}\n".encode())
+    for config in config_files:
+        try:
+            st = os.stat(config)
+        except OSError:
+            continue
+        h.update(f"{config}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return h.hexdigest()[:24]
 
 
@@ -335,6 +363,7 @@ def check_files(
     cache_root: Optional[Path],
     profile: Optional[Profile] = None,
     jobs: Optional[int] = None,
+    config_files: Sequence[str] = (),
 ) -> Tuple[List[FileResult], List[str]]:
     """Check `files` ((path, display path) pairs); returns results in that order, and warnings."""
     from speedlint.analyzer.cache import ResultCache, content_hash
@@ -356,7 +385,7 @@ def check_files(
             codes = tuple(r.code for r in rules_for(settings))
             by_folder[folder] = (settings, codes, (settings.fingerprint() if cache is not None else "", settings.root, codes))
         settings_of.append(by_folder[folder])
-    seeds, hints = program_seeds(files, cache, workers, profile, [c for _, c, _ in settings_of])
+    seeds, hints = program_seeds(files, cache, workers, profile, [c for _, c, _ in settings_of], config_files)
     t_read = t_cache = 0.0
     for index, (path, shown) in enumerate(files):
         settings, codes, key = settings_of[index]

@@ -151,11 +151,19 @@ def _expr(node: Optional[ast.AST], depth: int = 0) -> Any:
         return ["k", -value] if isinstance(value, (int, float)) and not isinstance(value, bool) else None
     if kind is ast.Subscript:
         base = _expr(node.value, depth + 1)  # type: ignore[attr-defined]
-        return ["s", base] if base is not None else None
+        if base is None:
+            return None
+        key = node.slice  # type: ignore[attr-defined]
+        if key.__class__ is ast.Constant and isinstance(key.value, (str, int)) and not isinstance(key.value, bool):
+            return ["s", base, key.value]  # a literal key: config lookups follow it
+        return ["s", base]
     if kind in (ast.Tuple, ast.List, ast.Set):
-        elts = [_expr(e, depth + 1) for e in node.elts]  # type: ignore[attr-defined]
-        elts = [e for e in elts if e is not None]
-        return ["t", elts] if elts else None
+        every = [_expr(e, depth + 1) for e in node.elts]  # type: ignore[attr-defined]
+        elts = [e for e in every if e is not None]
+        if not elts:
+            return None
+        # a literal sequence whose elements keep their positions (`[train_loader, val_loader]`)
+        return ["t", elts, 1] if len(elts) == len(every) and kind is not ast.Set else ["t", elts]
     if kind is ast.IfExp:
         parts = [p for p in (_expr(node.body, depth + 1), _expr(node.orelse, depth + 1)) if p is not None]  # type: ignore[attr-defined]
         return ["t", parts] if parts else None
@@ -668,7 +676,28 @@ def summarize(text: str, tree: Optional[ast.Module] = None) -> Optional[Dict[str
     summary["cudnn_text"] = "cudnn" in text
     summary["benchmark_on"] = bool(_BENCHMARK_ON.search(text))
     summary["fixed_shapes"] = bool(_FIXED_SHAPES.search(text))
+    _data_facts(summary, text, tree)
     return summary
+
+
+def _data_facts(summary: Dict[str, Any], text: str, tree: ast.Module) -> None:
+    """Data-loading and config-file facts (`speedlint.analyzer.configs.summary`, `loader_program`)."""
+    from speedlint.analyzer.configs.summary import config_summary
+    from speedlint.analyzer.loader_program import loader_summary
+
+    configs = config_summary(tree, text)
+    if configs:
+        summary["configs"] = configs
+    loaders = loader_summary(tree, text)
+    if loaders:
+        summary["loaders"] = loaders
+        for fn in summary["functions"]:  # generators that yield what they iterate (`log_every`)
+            index = loaders.get("yields", {}).get(str(fn["line"]))
+            if index is not None:
+                fn["yields"] = index
+            moves = loaders.get("moves", {}).get(str(fn["line"]))
+            if moves:
+                fn["moves"] = moves  # parameters it copies to the GPU (`x = x.to(self.device)`)
 
 
 # -- the link step --------------------------------------------------------------------------------
@@ -817,6 +846,11 @@ class Program:
             for anc in self.mro(cid)[1:]:
                 self.subclasses.setdefault(anc, set()).add(cid)
         self.param_types: List[Dict[str, Set[str]]] = [dict() for _ in range(n)]
+        #: fid -> parameter -> the types of each position of the literal sequence every call gives
+        #: it (None: some call gives something else)
+        self.param_elems: Dict[int, Dict[str, Optional[List[Set[str]]]]] = {}
+        #: fid -> the types of each position of the literal tuple it always returns (None: not one)
+        self.ret_elems: Dict[int, Optional[List[Set[str]]]] = {}
         self.attr_types: Dict[int, Dict[str, Set[str]]] = {}
         self.ret_types: List[Set[str]] = [set() for _ in range(n)]
         self.edges: List[List[Tuple[int, int, Any]]] = [[] for _ in range(n)]  # fid -> [(call index, callee fid, ...)]
@@ -1084,6 +1118,10 @@ class Program:
             func = expr[1]
             for o in self.eval(mid, fid, func, env, depth + 1):
                 out |= self._call_result(o)
+                if o[0] in "FB":  # a generator that yields the items of an argument (`log_every(loader)`)
+                    index = self.functions[int(o[2:])][1].get("yields")
+                    if index is not None and 0 <= index - (o[0] == "B") < len(expr[2]):
+                        out |= self.eval(mid, fid, expr[2][index - (o[0] == "B")], env, depth + 1)
             tail = func[2] if func[0] == "a" else func[1] if func[0] == "n" else ""
             if len(expr) > 4 and (tail in LOADER_NAMES or any(o[0] == "C" and self.is_loader_class(int(o[2:])) for o in out)):
                 out.add(f"L:{mid}:{expr[4]}")  # a data loader built here
@@ -1100,6 +1138,9 @@ class Program:
             inner = expr[1]
             if inner is not None and inner[0] == "t" and expr[2] < len(inner[1]):
                 return self.eval(mid, fid, inner[1][expr[2]], env, depth + 1)
+            element = self._element_types(fid, inner, expr[2], mid, env)
+            if element is not None:
+                return element
             return self.eval(mid, fid, inner, env, depth + 1)
         if tag == "t":
             out = set()
@@ -1185,6 +1226,8 @@ class Program:
         if not ret <= self.ret_types[fid]:
             self.ret_types[fid] |= ret
             changed = True
+        if fn["returns"] and self._note_returned_elements(fid, mid, fn, env):
+            changed = True
         edges = []
         for i, call in enumerate(fn["calls"]):
             callees = self._callees(self.eval(mid, fid, call[C_FUNC], env))
@@ -1198,6 +1241,8 @@ class Program:
                 for name, a in pairs:
                     if name not in used or name.startswith("*"):
                         continue
+                    if self._note_elements(callee, name, mid, fid, a, env):
+                        changed = True
                     got = ptypes.get(name)
                     if got is not None and len(got) > MAX_TYPES:
                         continue  # already many things: stop refining it
@@ -1207,6 +1252,70 @@ class Program:
                         changed = True
         self.edges[fid] = edges
         return changed
+
+    def _note_elements(self, callee: int, name: str, mid: int, fid: Optional[int], arg: Any, env: Dict[str, Set[str]]) -> bool:
+        """A parameter that every call site gives a literal tuple or list (`[train_loader,
+        val_loader]`): the types of each position, so that `a, b = loaders` stays precise."""
+        known = self.param_elems.setdefault(callee, {})
+        if name in known and known[name] is None:
+            return False
+        if arg is None or arg[0] != "t" or len(arg) < 3:
+            known[name] = None
+            return True
+        elems = [self.eval(mid, fid, e, env) for e in arg[1]]
+        have = known.get(name)
+        if have is None:
+            known[name] = elems
+            return True
+        if len(have) != len(elems):
+            known[name] = None
+            return True
+        changed = False
+        for h, e in zip(have, elems):
+            if not e <= h:
+                h |= e
+                changed = True
+        return changed
+
+    def _note_returned_elements(self, fid: int, mid: int, fn: Dict[str, Any], env: Dict[str, Set[str]]) -> bool:
+        """A function that always returns a literal tuple (`return train_loader, val_loader`): the
+        types of each position, so that `train_dl, val_dl = make_loaders()` stays precise."""
+        if fid in self.ret_elems and self.ret_elems[fid] is None:
+            return False
+        returns = fn["returns"]
+        if any(r[0] != "t" or len(r) < 3 for r in returns) or len({len(r[1]) for r in returns}) != 1:
+            self.ret_elems[fid] = None
+            return False
+        have = self.ret_elems.get(fid)
+        changed = have is None
+        if have is None:
+            have = self.ret_elems[fid] = [set() for _ in returns[0][1]]
+        for r in returns:
+            for h, e in zip(have, r[1]):
+                new = self.eval(mid, fid, e, env)
+                if not new <= h:
+                    h |= new
+                    changed = True
+        return changed
+
+    def _element_types(self, fid: Optional[int], inner: Any, index: int, mid: int = -1, env: Optional[Dict[str, Set[str]]] = None) -> Optional[Set[str]]:
+        """`loaders[1]` / `a, b = loaders` for a parameter given literal sequences, `a, b = f()`
+        for a function returning one (None: not known)."""
+        if inner is not None and inner[0] == "c" and env is not None:
+            out: Set[str] = set()
+            for o in self.eval(mid, fid, inner[1], env, 1):
+                elems = self.ret_elems.get(int(o[2:])) if o[0] in "FB" else None
+                if not elems or index >= len(elems):
+                    return None
+                out |= elems[index]
+            return out or None
+        if fid is None or inner is None or inner[0] != "n":
+            return None
+        elems = self.param_elems.get(fid, {}).get(inner[1])
+        fn = self.functions[fid][1]
+        if not elems or index >= len(elems) or inner[1] in fn["assign"] or inner[1] not in fn["params"]:
+            return None
+        return elems[index]
 
     def _callees(self, objs: Set[str]) -> List[Tuple[int, int]]:
         """What calling a value that may be any of `objs` runs. A value that may be many plain
@@ -1588,6 +1697,10 @@ class Hotness:
                 moved_names: Set[str] = set()
                 for j in self._loops_within(body, i):
                     moved_names.update(loops[j].get("moved", ()))
+                if gpu and not moved_names & set(lp.get("targets", ())):
+                    from speedlint.analyzer.loader_program import moved_by_callees
+
+                    moved_names |= moved_by_callees(self, mid, fid, body, i, lp.get("targets", ()))  # `model(batch)` moving it in `forward`
                 moved = gpu and bool(moved_names & set(lp.get("targets", ())))
                 for obj in loaders:
                     _, lmid, line = obj.split(":")
@@ -1812,10 +1925,16 @@ class Hotness:
         return self._by_shown.get(chain[0].path)
 
 
-def link(files: Sequence[Tuple[str, str, Dict[str, Any]]]) -> Dict[str, FileSeeds]:
-    """Summaries of every file of a run -> the seeds of each file that the whole program makes hot."""
+def link(files: Sequence[Tuple[str, str, Dict[str, Any]]], config_files: Sequence[str] = ()) -> Dict[str, FileSeeds]:
+    """Summaries of every file of a run -> the seeds of each file that the whole program makes hot.
+    `config_files`: the config files the run found (absolute paths), which code may read."""
     files = [f for f in files if f[2] is not None]
     if not files:
         return {}
     program = Program(files)
-    return Hotness(program).seeds()
+    hot = Hotness(program)
+    seeds = hot.seeds()
+    from speedlint.analyzer.loader_program import add_data_seeds
+
+    add_data_seeds(hot, seeds, FileSeeds, config_files)
+    return seeds

@@ -102,6 +102,8 @@ class Fix:
     replacements: Tuple[Tuple[cst.CSTNode, Replacement], ...] = ()
     imports: Tuple[ImportSpec, ...] = ()
     fixer: Optional[Callable[[cst.Module], cst.Module]] = None
+    #: textual edits of config files (`configs.edit.ConfigEdit`), applied apart from the code
+    config_edits: Tuple[Any, ...] = ()
 
     @classmethod
     def replace(
@@ -128,9 +130,14 @@ class Fix:
     def advice(cls, title: str) -> "Fix":
         return cls(title, DISPLAY_ONLY)
 
+    @classmethod
+    def config(cls, edit: Any, title: str, applicability: Applicability = SAFE) -> "Fix":
+        """Change one value of a config file (`configs.edit.ConfigEdit`)."""
+        return cls(title, applicability, config_edits=(edit,))
+
     @property
     def applicable(self) -> bool:
-        return self.applicability is not DISPLAY_ONLY and bool(self.replacements or self.fixer)
+        return self.applicability is not DISPLAY_ONLY and bool(self.replacements or self.fixer or self.config_edits)
 
 
 @dataclass(frozen=True)
@@ -148,6 +155,7 @@ class FixSummary:
     imports: Tuple[ImportSpec, ...] = ()
     replacements: Tuple[Any, ...] = ()
     fixer: None = None
+    config_edits: Tuple[Any, ...] = ()
 
     @classmethod
     def of(cls, fix: "Union[Fix, FixSummary]") -> "FixSummary":
@@ -228,6 +236,9 @@ class Report:
     message: str
     fix: Optional[Fix]
     impact: Impact
+    #: a config-file place (`providers.configs.ConfigSite`) the finding belongs to instead of
+    #: `node`; the code at `node` becomes its related location
+    at: Any = None
 
 
 class Rule(cst.BatchableCSTVisitor):
@@ -264,8 +275,11 @@ class Rule(cst.BatchableCSTVisitor):
         *,
         fix: Optional[Fix] = None,
         impact: Optional[Impact] = None,
+        at: Any = None,
     ) -> None:
-        self.reports.append(Report(node, message, fix, impact or self.impact))
+        """Report a finding on `node`, or, with `at` (a `ConfigSite` from `ctx.config_values`),
+        on the config-file line that holds the value, with `node` as the code that reads it."""
+        self.reports.append(Report(node, message, fix, impact or self.impact, at))
 
     # -- class-level helpers -------------------------------------------------------------
     @classmethod

@@ -181,10 +181,66 @@ def check_paths(
     result = RunResult(missing=found.missing, profile=Profile() if profile else None)
     files = [(path, display_path(path)) for path in found.files]
     root = cache_root(resolver) if use_cache else None
-    result.files, warnings = check_files(files, resolver.for_file, rules_for, root, result.profile, jobs)
+    configs = collect_config_files(paths, resolver)
+    result.files, warnings = check_files(files, resolver.for_file, rules_for, root, result.profile, jobs, configs)
+    result.files = group_config_results(result.files, resolver)
     for message in warnings:
         result.files.append(FileResult(str(root), diagnostics=[Diagnostic(str(root), message, "warning")]))
     return result
+
+
+def collect_config_files(paths: Sequence[str], resolver: SettingsResolver) -> List[str]:
+    """The training config files beside the checked Python files (`configs.discovery`)."""
+    from speedlint.analyzer.configs.discovery import discover_config_files, globs_of
+
+    def globs_for(folder: Path):  # type: ignore[no-untyped-def]
+        s = resolver.for_directory(folder)
+        return globs_of(s.config_files), Path(s.root) if s.root else Path.cwd()
+
+    return discover_config_files([p for p in paths if p != "-"], globs_for, excludes_for(resolver))
+
+
+def group_config_results(files: List[FileResult], resolver: SettingsResolver) -> List[FileResult]:
+    """Findings and diagnostics on config files (reported by the Python file that reads them)
+    get a result of their own, with the config file's text for snippets; its `# noqa` comments
+    and `per-file-ignores` apply. The same finding from two readers is kept once."""
+    from speedlint.analyzer.suppress import apply_suppressions
+
+    by_path: Dict[str, FileResult] = {}
+    out: List[FileResult] = []
+    for result in files:
+        moved = [f for f in result.findings if f.path != result.path]
+        moved_diags = [d for d in result.diagnostics if d.path != result.path]
+        if moved or moved_diags:
+            result.findings = [f for f in result.findings if f.path == result.path]
+            result.diagnostics = [d for d in result.diagnostics if d.path == result.path]
+        out.append(result)
+        for f in moved:
+            target = by_path.get(f.path)
+            if target is None:
+                target = by_path[f.path] = FileResult(f.path, source=_read_text(f.path))
+            key = (f.code, f.line, f.column, f.message)
+            if all((g.code, g.line, g.column, g.message) != key for g in target.findings):
+                target.findings.append(f)
+        for d in moved_diags:
+            target = by_path.get(d.path)
+            if target is None:
+                target = by_path[d.path] = FileResult(d.path, source=_read_text(d.path))
+            if d not in target.diagnostics:
+                target.diagnostics.append(d)
+    for path, result in sorted(by_path.items()):
+        settings = resolver.for_file(Path(path))
+        result.findings = sorted(apply_suppressions(result.findings, result.source or "", settings, path), key=lambda f: f.sort_key())
+        out.append(result)
+    return out
+
+
+def _read_text(path: str) -> Optional[str]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def cache_root(resolver: SettingsResolver) -> Path:

@@ -158,8 +158,11 @@ def is_suppressed(finding: Finding, by_line: Dict[int, Set[str]], whole_file: Se
 
 
 def apply_suppressions(findings: Sequence[Finding], text: str, settings: Settings, path: str) -> List[Finding]:
+    """The findings of `path` that its comments and settings do not suppress. Findings placed in
+    another file (a config file the code reads) are kept as they are: that file's own comments
+    decide, where its findings are gathered."""
     if not findings:
         return list(findings)
     by_line = line_suppressions(text)
     whole = file_suppressions(text) | per_file_selectors(settings, path)
-    return [f for f in findings if not is_suppressed(f, by_line, whole)]
+    return [f for f in findings if f.path != path or not is_suppressed(f, by_line, whole)]

@@ -37,7 +37,7 @@ from speedlint.analyzer.config import Settings
 from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.fixes import MAX_LINE, add_keywords, code_of, explode, is_multiline
 from speedlint.analyzer.providers.names import dotted
-from speedlint.analyzer.providers.loaders import LoaderFacts, kwarg, loader_facts, sync_loading
+from speedlint.analyzer.providers.loaders import LoaderFacts, kwarg, loader_facts, loader_kind, sync_loading
 
 WORKERS_CODE = "min(8, os.cpu_count() or 1)"
 PIN_CODE = "torch.cuda.is_available()"
@@ -134,6 +134,10 @@ def plan_loader(ctx: FileContext, call: cst.Call) -> Optional[LoaderPlan]:
         return None
     facts = loader_facts(ctx)
     plan = LoaderPlan(call)
+    kind = loader_kind(ctx, call)
+    if kind is not None and kind.subclass:
+        plan.reason = "the loader is a project subclass of DataLoader: set `num_workers` where it is defined"
+        return plan
     workers_at_site: Optional[cst.BaseExpression] = None  # how the site spells its workers
     known_positive = False
     if kw.missing:
@@ -150,7 +154,7 @@ def plan_loader(ctx: FileContext, call: cst.Call) -> Optional[LoaderPlan]:
         value = kw.value
         assert value is not None
         origin = value.origin
-        if len(value.options) != 1 or origin is None:
+        if len(value.options) != 1 or origin is None or kw.conditional:
             plan.reason = "`num_workers` is chosen by a condition; set it from the CPU count by hand"
             return plan
         if isinstance(origin, cst.Arg) and origin.keyword is not None and origin.keyword.value == "default":
@@ -450,6 +454,9 @@ def tune_source(source: str, settings: Optional[Settings] = None) -> str:
 def keyword_site(ctx: FileContext, call: cst.Call) -> Optional[cst.CSTNode]:
     """Where a missing DataLoader keyword can be added without a `got multiple values` error:
     the call itself when it has no `**kwargs`, else the dict literal the kwargs come from."""
+    kind = loader_kind(ctx, call)
+    if kind is not None and kind.subclass:
+        return None  # its `__init__` may not take the keyword
     if not any(a.star for a in call.args):
         return call
     return _splat_dict(loader_facts(ctx), call)

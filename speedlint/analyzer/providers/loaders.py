@@ -1,26 +1,42 @@
-"""Shared facts about `DataLoader` objects in one module (used by SPD101-SPD105 and the codemod).
+"""Shared facts about data loaders in one module (used by SPD101-SPD107 and the codemod).
 
 Not a rule: the registry only picks up `Rule` subclasses. Computed once per file and cached on
 the `FileContext` (`loader_facts(ctx)`).
 
-* which expressions refer to which `DataLoader(...)` call: names and `self.x` attributes it is
-  assigned to, parameters of same-file functions it is passed to, same-file helpers returning it;
-* where each loader is iterated (`for b in loader`, `enumerate(loader)`, `tqdm(loader)`, `zip(...)`)
-  and where it is read with `next(iter(loader))`;
-* whether the dataset of a loader lives in memory (`TensorDataset`, a list of tensors);
+* which calls build a loader (`loader_kind`): torch's `DataLoader`, the loaders of
+  torch_geometric, MONAI and DGL, project subclasses of them (defined here: their `__init__`
+  defaults count; in another module: the whole program says so), `functools.partial(DataLoader,
+  ...)` (its keywords count);
+* what reaches each keyword (`kwarg`): by keyword, position, `**kwargs` built in several ways
+  (a keyword some way leaves out has the DataLoader default), the partial's keywords, the
+  subclass's defaults, a config file the code reads (`ctx.config_values`);
+* which expressions refer to which loader call: names and `self.x` attributes it is assigned to,
+  tuples, lists and dicts holding it (also returned by a helper: `train_set, train_loader =
+  get_data()`), loop variables over such containers, parameters of same-file functions it is
+  passed to, same-file helpers returning it;
+* where each loader is iterated (`for b in loader`, `enumerate(loader)`, `tqdm(loader)`, `zip(...)`,
+  `itertools.cycle`, a project generator that yields what it iterates) and where it is read with
+  `next(iter(loader))` or `next(it)`;
+* whether the dataset of a loader lives in memory (`TensorDataset`, a list of tensors; also built
+  by a helper or passed in from another module, as the program says);
 * whether a node runs when the module is imported (no `if __name__ == "__main__":` around it),
-  which matters for multi-worker loading on spawn platforms.
+  which matters for multi-worker loading on spawn platforms;
+* worker counts that are the CPU count, uncapped (SPD107).
 """
 
 from __future__ import annotations
 
+import ast
+import re
+from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 import libcst as cst
 
 from speedlint.analyzer.context import FileContext
+from speedlint.analyzer.providers.configs import literal as _literal
 from speedlint.analyzer.providers.names import dotted
-from speedlint.analyzer.providers.values import KwArg
+from speedlint.analyzer.providers.values import NO_DEFAULT, KwArg, Value
 from speedlint.analyzer.providers.walk import visit as fast_visit
 
 DATALOADER = "torch.utils.data.DataLoader"
@@ -37,18 +53,222 @@ POSITIONS = {
     "pin_memory": 7,
     "drop_last": 8,
 }
-_ITER_WRAPPERS = ("enumerate", "iter", "tqdm", "trange", "zip", "islice", "chain")
+#: Loaders built on torch's `DataLoader` (their keywords reach it through `**kwargs`), with the
+#: positions of their own leading parameters. `dataset` names whatever they load from.
+_PYG_LIKE = {"dataset": 0, "batch_size": 1, "shuffle": 2}
+LOADER_FAMILIES: Dict[str, Dict[str, int]] = {
+    DATALOADER: POSITIONS,
+    "torch_geometric.loader.DataLoader": _PYG_LIKE,
+    "torch_geometric.loader.dataloader.DataLoader": _PYG_LIKE,
+    "torch_geometric.data.DataLoader": _PYG_LIKE,
+    "torch_geometric.loader.DataListLoader": _PYG_LIKE,
+    "torch_geometric.data.DataListLoader": _PYG_LIKE,
+    "torch_geometric.loader.DenseDataLoader": _PYG_LIKE,
+    "torch_geometric.data.DenseDataLoader": _PYG_LIKE,
+    "torch_geometric.loader.ClusterLoader": {"dataset": 0},
+    "torch_geometric.data.ClusterLoader": {"dataset": 0},
+    "torch_geometric.loader.GraphSAINTRandomWalkSampler": {"dataset": 0, "batch_size": 1},
+    "torch_geometric.data.GraphSAINTRandomWalkSampler": {"dataset": 0, "batch_size": 1},
+    "torch_geometric.loader.GraphSAINTNodeSampler": {"dataset": 0, "batch_size": 1},
+    "torch_geometric.data.GraphSAINTNodeSampler": {"dataset": 0, "batch_size": 1},
+    "torch_geometric.loader.GraphSAINTEdgeSampler": {"dataset": 0, "batch_size": 1},
+    "torch_geometric.data.GraphSAINTEdgeSampler": {"dataset": 0, "batch_size": 1},
+    "torch_geometric.loader.NeighborLoader": {"dataset": 0},
+    "torch_geometric.loader.LinkNeighborLoader": {"dataset": 0},
+    "monai.data.DataLoader": {"dataset": 0, "num_workers": 1},
+    "monai.data.dataloader.DataLoader": {"dataset": 0, "num_workers": 1},
+    "dgl.dataloading.GraphDataLoader": {"dataset": 0},
+}
+#: The worker count a fix writes into a config file (a literal: a config cannot ask for the CPU count).
+CONFIG_WORKERS = 4
+#: What torch's DataLoader uses for a keyword that is left out (`**kwargs` that may lack it).
+DEFAULTS: Dict[str, Any] = {"num_workers": 0, "pin_memory": False, "persistent_workers": False, "drop_last": False, "shuffle": False}
+#: What a module must mention for a loader of these families to be built in it (rule triggers).
+LOADER_TRIGGERS = ("Loader", "Sampler")
+#: The last parts of the loader classes' names (the `ast` pre-look).
+LOADER_TAILS = tuple(sorted({q.rsplit(".", 1)[-1] for q in LOADER_FAMILIES}))
+_ITER_WRAPPERS = ("enumerate", "iter", "tqdm", "trange", "zip", "islice", "chain", "cycle")
 
 Key = Tuple[Any, ...]
 
 
+@dataclass(frozen=True, eq=False)
+class LoaderKind:
+    """What kind of loader a call builds, and where its keywords may come from besides the call."""
+
+    qualname: str  # the loader class (for a project subclass: its base)
+    positions: Dict[str, int]
+    #: `functools.partial(DataLoader, ...)`: the partial call whose arguments come first
+    partial: Optional[cst.Call] = None
+    #: a project subclass defined in this module: its `__init__` (None when it has none)
+    init: Optional[cst.FunctionDef] = None
+    #: a project subclass: keywords the call leaves out have the subclass's defaults
+    subclass: bool = False
+    #: a project subclass defined in another module (its defaults are not known here)
+    foreign: bool = False
+
+
+def may_build_loader(facts: Any) -> bool:
+    """The `ast` pre-look of the loader rules: a loader class (or a `partial` of one) is called or
+    subclassed in the file."""
+    return facts.calls_any(*LOADER_TAILS) or facts.uses_any(*LOADER_TAILS)
+
+
+def loader_kind(ctx: FileContext, call: cst.Call) -> Optional[LoaderKind]:
+    """The kind of loader `call` builds (None: not a data loader)."""
+    memo = ctx.__dict__.setdefault("_speedlint_loader_kinds", {})
+    key = id(call)
+    got = memo.get(key)
+    if got is None or got[0] is not call:
+        got = memo[key] = (call, _loader_kind(ctx, call.func, 0))
+    return got[1]
+
+
+def _family(ctx: FileContext, func: cst.BaseExpression) -> Optional[str]:
+    q = ctx.qualname(func)
+    return q if q in LOADER_FAMILIES else None
+
+
+def _loader_kind(ctx: FileContext, func: cst.BaseExpression, depth: int) -> Optional[LoaderKind]:
+    family = _family(ctx, func)
+    if family is not None:
+        return LoaderKind(family, LOADER_FAMILIES[family])
+    if depth > 4:
+        return None
+    name = dotted(func)
+    if name is None:
+        return None
+    if "." not in name:
+        cls = _loader_subclass(ctx, name, depth)
+        if cls is not None:
+            return cls
+        partial = _partial_of(ctx, func)  # type: ignore[arg-type]
+        if partial is not None:
+            inner = _loader_kind(ctx, partial.args[0].value, depth + 1)
+            if inner is not None and inner.partial is None:
+                return LoaderKind(inner.qualname, inner.positions, partial, inner.init, inner.subclass, inner.foreign)
+    # a project subclass of a data loader defined in another module (the whole program says so)
+    seeds = ctx.seeds
+    if seeds is not None and name in seeds.project.get("loader_classes", ()):
+        return LoaderKind(DATALOADER, {"dataset": 0}, subclass=True, foreign=True)
+    return None
+
+
+def _loader_subclass(ctx: FileContext, name: str, depth: int) -> Optional[LoaderKind]:
+    classes = ctx.torch.class_defs.get(name, ())
+    if len(classes) != 1:
+        return None
+    cls = classes[0]
+    for base in cls.bases:
+        inner = _loader_kind(ctx, base.value, depth + 1)
+        if inner is None or inner.partial is not None:
+            continue
+        init = next(iter(ctx.torch.methods.get((name, "__init__"), ())), None)
+        if init is None:
+            return LoaderKind(inner.qualname, inner.positions, init=inner.init, subclass=True)
+        params = [p.name.value for p in [*init.params.posonly_params, *init.params.params][1:]]
+        return LoaderKind(inner.qualname, {p: i for i, p in enumerate(params)}, init=init, subclass=True)
+    return None
+
+
+def _partial_of(ctx: FileContext, name: cst.Name) -> Optional[cst.Call]:
+    """The `functools.partial(<loader class>, ...)` call a name is bound to (its only binding)."""
+    key = LoaderFacts.name_key_of(ctx, name)
+    bound = ctx.values.index.binds.get((key[1], key[2]), [])
+    if len(bound) != 1 or not isinstance(bound[0], cst.Call):
+        return None
+    call = bound[0]
+    if not ctx.matches(call.func, "functools.partial") or not call.args or call.args[0].keyword is not None or call.args[0].star:
+        return None
+    return call
+
+
 def is_dataloader(ctx: FileContext, call: cst.Call) -> bool:
-    return ctx.matches(call.func, DATALOADER)
+    return loader_kind(ctx, call) is not None
 
 
 def kwarg(ctx: FileContext, call: cst.Call, name: str) -> KwArg:
-    """What reaches DataLoader argument `name`, by keyword, position or `**kwargs`."""
-    return ctx.values.kwarg(call, name, position=POSITIONS.get(name))
+    """What reaches DataLoader argument `name`, by keyword, position or `**kwargs`; through the
+    keywords of a `functools.partial`, and the defaults of a project subclass's `__init__`."""
+    kind = loader_kind(ctx, call)
+    tracer = ctx.config_values
+    default = DEFAULTS.get(name, NO_DEFAULT)
+    if kind is None:
+        return _checked(ctx, name, tracer.kwarg(call, name, POSITIONS.get(name), default))
+    if kind.subclass:
+        default = NO_DEFAULT  # its own `__init__` decides
+    position = kind.positions.get(name)
+    if kind.partial is not None:
+        bound = [a for a in kind.partial.args[1:] if a.keyword is None and not a.star]
+        own = tracer.kwarg(call, name, position - len(bound) if position is not None and position >= len(bound) else None, default)
+        if not own.missing:
+            return own
+        got = tracer.kwarg(kind.partial, name, position + 1 if position is not None and position < len(bound) else None, default)
+        if not got.missing or not kind.subclass:
+            return got
+        return _subclass_default(ctx, kind, name)
+    got = tracer.kwarg(call, name, position, default)
+    if got.missing and kind.subclass:
+        return _subclass_default(ctx, kind, name)
+    return _checked(ctx, name, got)
+
+
+#: What each DataLoader keyword must be (a config value of another type is a problem worth saying).
+_TYPES = {"num_workers": (int,), "pin_memory": (bool, int), "persistent_workers": (bool, int), "prefetch_factor": (int, type(None))}
+
+
+def _checked(ctx: FileContext, name: str, kw: KwArg) -> KwArg:
+    """A value from a config file of the wrong type for its keyword: a diagnostic, and unknown."""
+    value = kw.value
+    if value is None or not value.config or name not in _TYPES:
+        return kw
+    wrong = [s for s in value.config if not isinstance(s.value, _TYPES[name]) or (name == "num_workers" and isinstance(s.value, bool))]
+    if not wrong:
+        return kw
+    lookup = getattr(ctx.config_values, "configs", None)
+    if lookup is not None:
+        site = wrong[0]
+        lookup.problems.append((site.path, f"line {site.line}: `{'.'.join(map(str, site.keys))}: {site.raw}` is read as the DataLoader's `{name}`, which needs {'a whole number' if name == 'num_workers' else 'true or false'}"))
+    return KwArg("unknown", None, kw.node, kw.via)
+
+
+def config_site(kw: KwArg) -> Any:
+    """The one config-file place (`providers.configs.ConfigSite`) a keyword's value comes from
+    (None: not from a config file, or from several places)."""
+    value = kw.value
+    if value is None or value.kind != "config" or not value.config:
+        return None
+    places = {(s.path, s.line, s.col) for s in value.config}
+    return value.config[0] if len(places) == 1 else None
+
+
+def code_site(kw: KwArg, call: cst.Call) -> cst.CSTNode:
+    """Where the code reads a keyword's value: its argument, else the loader call."""
+    return kw.node if isinstance(kw.node, cst.Arg) else call
+
+
+def _subclass_default(ctx: FileContext, kind: LoaderKind, name: str) -> KwArg:
+    """A keyword a subclass's construction leaves out: its `__init__` default, or what its
+    `super().__init__(...)` call passes (unknown for a subclass defined in another module)."""
+    init = kind.init
+    if init is None:
+        return KwArg("unknown") if kind.foreign else KwArg("missing")
+    for param in [*init.params.posonly_params, *init.params.params, *init.params.kwonly_params]:
+        if param.name.value == name:
+            if param.default is None:
+                return KwArg("unknown")
+            value = ctx.config_values.resolve(param.default)
+            if value is None:
+                return KwArg("unknown", None, param)
+            return KwArg("value", Value(value.options, value.origin, "default", value.certain), param)
+    for call in ctx.torch.units[init].calls:
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "__init__":
+            inner = func.value
+            if (isinstance(inner, cst.Call) and dotted(inner.func) == "super") or _family(ctx, inner) is not None:
+                positions = LOADER_FAMILIES.get(kind.qualname, POSITIONS)
+                return ctx.config_values.kwarg(call, name, position=positions.get(name))
+    return KwArg("unknown")
 
 
 class _Collect(cst.CSTVisitor):
@@ -86,6 +306,10 @@ class LoaderFacts:
         self.calls: List[cst.Call] = [c for c in f.calls if is_dataloader(ctx, c)]
         self.keys: Dict[Key, Set[cst.Call]] = {}
         self.returns: Dict[cst.FunctionDef, Set[cst.Call]] = {}
+        #: names (and `self.x`) bound to a tuple, list or dict holding loaders: member -> loaders
+        self.members: Dict[Key, Dict[Any, Set[cst.Call]]] = {}
+        #: functions returning such a container (`return train_set, train_loader`)
+        self.ret_members: Dict[cst.FunctionDef, Dict[Any, Set[cst.Call]]] = {}
         self._collect = _Collect()
         fast_visit(ctx.module, self._collect)
         if self.calls:
@@ -93,13 +317,18 @@ class LoaderFacts:
         self.loop_origins: Dict[cst.For, Set[cst.Call]] = {}
         self.comp_origins: Dict[cst.CompFor, Set[cst.Call]] = {}
         self.next_iter: List[Tuple[cst.Call, Set[cst.Call]]] = []  # next(iter(x)) sites
+        self.next_reads: List[Tuple[cst.Call, Set[cst.Call]]] = []  # next(...) of an iterator over a loader
         if self.calls:
             self._find_uses()
 
     # -- names -------------------------------------------------------------------------------
     def name_key(self, name: cst.Name) -> Key:
-        binds = self.ctx.values.index.binds
-        for a in self.ctx.torch.ancestors(name):
+        return LoaderFacts.name_key_of(self.ctx, name)
+
+    @staticmethod
+    def name_key_of(ctx: FileContext, name: cst.Name) -> Key:
+        binds = ctx.values.index.binds
+        for a in ctx.torch.ancestors(name):
             if isinstance(a, cst.FunctionDef) and (a, name.value) in binds:
                 return ("name", a, name.value)
         return ("name", None, name.value)
@@ -122,8 +351,53 @@ class LoaderFacts:
             for fn in self.ctx.torch.resolve_call(expr):
                 found |= self.returns.get(fn, set())
             return found
+        if isinstance(expr, cst.Subscript):  # loaders["train"], returned[1]
+            members = self.members_of(expr.value)
+            if not members:
+                return set()
+            index = _literal_index(expr)
+            if index is not None:
+                return set(members.get(index, ()))
+            return {c for calls in members.values() for c in calls}
         key = self._expr_key(expr)
         return set(self.keys.get(key, ())) if key is not None else set()
+
+    def members_of(self, expr: Optional[cst.BaseExpression]) -> Dict[Any, Set[cst.Call]]:
+        """Member -> loaders of a tuple, list or dict that holds loaders (empty: none)."""
+        out: Dict[Any, Set[cst.Call]] = {}
+        if isinstance(expr, (cst.Tuple, cst.List)):
+            for i, el in enumerate(expr.elements):
+                if isinstance(el, cst.StarredElement):
+                    break
+                calls = self.origins(el.value)
+                if calls:
+                    out[i] = calls
+        elif isinstance(expr, cst.Dict):
+            for el in expr.elements:
+                if isinstance(el, cst.DictElement):
+                    key = _literal(el.key)
+                    calls = self.origins(el.value)
+                    if key is not None and calls:
+                        out[key] = calls
+        elif isinstance(expr, cst.Call):
+            for fn in self.ctx.torch.resolve_call(expr):
+                for k, calls in self.ret_members.get(fn, {}).items():
+                    out.setdefault(k, set()).update(calls)
+        elif expr is not None:
+            key = self._expr_key(expr)
+            if key is not None:
+                for k, calls in self.members.get(key, {}).items():
+                    out[k] = set(calls)
+        return out
+
+    def _add_members(self, into: Dict[Any, Set[cst.Call]], members: Dict[Any, Set[cst.Call]]) -> bool:
+        changed = False
+        for k, calls in members.items():
+            have = into.setdefault(k, set())
+            if not calls <= have:
+                have |= calls
+                changed = True
+        return changed
 
     def _add(self, key: Optional[Key], calls: Set[cst.Call]) -> bool:
         if key is None or not calls:
@@ -140,18 +414,38 @@ class LoaderFacts:
             changed = False
             for node in self._collect.assigns:
                 value = node.value  # type: ignore[attr-defined]
+                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]  # type: ignore[attr-defined]
+                members = self.members_of(value)
+                if members:
+                    for t in targets:
+                        if isinstance(t, (cst.Tuple, cst.List)):  # `train_set, train_loader = get_data()`
+                            for i, el in enumerate(t.elements):
+                                if isinstance(el, cst.StarredElement):
+                                    break
+                                changed |= self._add(self._expr_key(el.value), members.get(i, set()))
+                        else:
+                            key = self._expr_key(t)
+                            if key is not None:
+                                changed |= self._add_members(self.members.setdefault(key, {}), members)
                 calls = self.origins(value)
                 if not calls:
                     continue
-                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]  # type: ignore[attr-defined]
                 for t in targets:
                     changed |= self._add(self._expr_key(t), calls)
             for ret in self._collect.returns:
                 fn = f.enclosing_function(ret)
+                if fn is None:
+                    continue
+                members = self.members_of(ret.value)
+                if members:
+                    changed |= self._add_members(self.ret_members.setdefault(fn, {}), members)
                 calls = self.origins(ret.value)
-                if fn is not None and calls and not calls <= self.returns.get(fn, set()):
+                if calls and not calls <= self.returns.get(fn, set()):
                     self.returns.setdefault(fn, set()).update(calls)
                     changed = True
+            for loop in f.loops:  # `for loader in (train_loader, val_loader):`, `for name, loader in loaders.items()`
+                if isinstance(loop, cst.For):
+                    changed |= self._bind_loop_target(loop.target, loop.iter)
             for call in f.calls:
                 args = [(i, a) for i, a in enumerate(call.args)]
                 loaders = [(i, a, self.origins(a.value)) for i, a in args if not a.star]
@@ -179,12 +473,29 @@ class LoaderFacts:
             if not changed:
                 break
 
+    def _bind_loop_target(self, target: cst.BaseExpression, it: cst.BaseExpression) -> bool:
+        """A loop whose variable takes each loader of a container in turn."""
+        if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and it.func.attr.value in ("values", "items") and not it.args:
+            calls = {c for cs in self.members_of(it.func.value).values() for c in cs}
+            if it.func.attr.value == "items":
+                if not (isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2):
+                    return False
+                target = target.elements[1].value
+        else:
+            members = self.members_of(it)
+            calls = {c for cs in members.values() for c in cs}
+        return self._add(self._expr_key(target), calls) if calls else False
+
     # -- uses --------------------------------------------------------------------------------
     def unwrap(self, expr: cst.BaseExpression) -> List[cst.BaseExpression]:
-        """`enumerate(tqdm(loader))` -> [loader]; `zip(a, b)` -> [a, b]."""
+        """`enumerate(tqdm(loader))` -> [loader]; `zip(a, b)` -> [a, b]; a project generator
+        that yields what it iterates (`metric_logger.log_every(loader, 10)`) -> [loader]."""
         if isinstance(expr, cst.Call):
             name = dotted(expr.func) or ""
             tail = name.rsplit(".", 1)[-1]
+            wrapped = self._wrapper_argument(expr, name)
+            if wrapped is not None:
+                return self.unwrap(wrapped)
             if tail in _ITER_WRAPPERS:
                 positional = [a.value for a in expr.args if a.keyword is None and not a.star]
                 if tail == "zip" or tail == "chain":
@@ -192,6 +503,19 @@ class LoaderFacts:
                 if positional:
                     return self.unwrap(positional[0])
         return [expr]
+
+    def _wrapper_argument(self, call: cst.Call, name: str) -> Optional[cst.BaseExpression]:
+        """The argument a generator of the project yields the items of (the program says which)."""
+        seeds = self.ctx.seeds
+        wrappers = seeds.project.get("iter_wrappers") if seeds is not None else None
+        if not wrappers or not name:
+            return None
+        line = self.ctx.position(call).start.line
+        for at, label, index in wrappers:
+            if at == line and label == name:
+                positional = [a.value for a in call.args if a.keyword is None and not a.star]
+                return positional[index] if index < len(positional) else None
+        return None
 
     def _find_uses(self) -> None:
         for loop in self.ctx.torch.loops:
@@ -214,6 +538,17 @@ class LoaderFacts:
                 calls = self.origins(inner.args[0].value)
                 if calls:
                     self.next_iter.append((call, calls))
+                    self.next_reads.append((call, calls))
+            elif isinstance(call.func, cst.Name) and call.func.value == "next" and call.args and isinstance(call.args[0].value, cst.Name):
+                # `it = iter(loader)` ... `batch = next(it)` (in a `while` loop)
+                key = self.name_key(call.args[0].value)
+                bound = self.ctx.values.index.binds.get((key[1], key[2]), [])
+                if len(bound) == 1 and isinstance(bound[0], cst.Call) and dotted(bound[0].func) == "iter" and bound[0].args:
+                    calls = set()
+                    for e in self.unwrap(bound[0].args[0].value):
+                        calls |= self.origins(e)
+                    if calls:
+                        self.next_reads.append((call, calls))
 
     def iteration_loops(self, call: cst.Call) -> List[cst.For]:
         return [loop for loop, calls in self.loop_origins.items() if call in calls]
@@ -262,6 +597,17 @@ class LoaderFacts:
             return True
         return False
 
+    def dataset_self_test(self, call: cst.Call) -> bool:
+        """The loader is the self-test of a dataset module: built under its `if __name__ ==
+        "__main__":` block, in a file that defines the dataset (`__getitem__`) and trains nothing."""
+        guard = self.main_guard()
+        if guard is None or self.top_statement(call) is not guard:
+            return False
+        f = self.ctx.torch
+        if f.step_loops or not any(name in ("__getitem__", "__iter__") for _, name in f.methods):
+            return False
+        return not any(f.grad_disabled_at(loop) or f.eval_loop_of(loop) for loop in self.iteration_loops(call))
+
     # -- datasets ----------------------------------------------------------------------------
     def dataset_expr(self, call: cst.Call) -> Optional[cst.BaseExpression]:
         kw = kwarg(self.ctx, call, "dataset")
@@ -287,7 +633,7 @@ class LoaderFacts:
                 return True
             if ctx.matches(expr.func, "torch.utils.data.Subset", "torch.utils.data.dataset.Subset") and expr.args:
                 return self.in_memory(expr.args[0].value, depth + 1)
-            return False
+            return self._returns_in_memory(expr, depth)
         if isinstance(expr, cst.Subscript):  # random_split(TensorDataset(...))[0]
             return self.in_memory(expr.value, depth + 1)
         if isinstance(expr, cst.Name):
@@ -296,6 +642,8 @@ class LoaderFacts:
             values = [b for b in bound if isinstance(b, cst.BaseExpression)]
             if bound and len(values) == len(bound):
                 return all(self.in_memory(v, depth + 1) for v in values)
+            if len(bound) == 1 and isinstance(bound[0], tuple) and bound[0][0] == "param":
+                return self._param_in_memory(bound[0][1], bound[0][2].name.value)
             # `train_ds, val_ds = random_split(TensorDataset(...), [n, m])`
             for node in self._collect.assigns:
                 if not isinstance(node, cst.Assign) or not isinstance(node.value, cst.Call):
@@ -313,6 +661,26 @@ class LoaderFacts:
             values = [w for w in writes if isinstance(w, cst.BaseExpression)]
             return bool(writes) and len(values) == len(writes) and all(self.in_memory(v, depth + 1) for v in values)
         return False
+
+    def _program_facts(self) -> Dict[str, Any]:
+        seeds = self.ctx.seeds
+        return seeds.project.get("in_memory", {}) if seeds is not None else {}
+
+    def _param_in_memory(self, fn: cst.FunctionDef, name: str) -> bool:
+        """Every call site in the project gives this parameter an in-memory dataset."""
+        ordinal = self.ctx.torch._function_ordinal.get(fn, -1)
+        return name in self._program_facts().get("params", {}).get(str(ordinal), ())
+
+    def _returns_in_memory(self, call: cst.Call, depth: int) -> bool:
+        """A helper (of this file, or another module as the program says) that returns one."""
+        lines = self._program_facts().get("calls")
+        if lines and self.ctx.position(call).start.line in lines:
+            return True
+        fns = self.ctx.torch.resolve_call(call)
+        if not fns or depth > 4:
+            return False
+        returns = [r for fn in fns for r in self.ctx.values.index.returns.get(fn, [])]
+        return bool(returns) and all(r is not None and self.in_memory(r, depth + 1) for r in returns)
 
     def iterable_dataset(self, expr: Optional[cst.BaseExpression]) -> bool:
         """The dataset is a same-file `IterableDataset` subclass (workers would duplicate its data)."""
@@ -396,6 +764,12 @@ class LoaderFacts:
         return found
 
 
+def _literal_index(node: cst.Subscript) -> Any:
+    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        return None
+    return _literal(node.slice[0].slice.value)
+
+
 def _is_next_iter(call: cst.Call) -> bool:
     """`next(iter(x))`: exactly one argument each (any keyword or star form of it too, as the
     matcher `Call(func=Name("next"), args=[Arg(value=Call(func=Name("iter"), args=[Arg()]))])` did)."""
@@ -442,6 +816,9 @@ def workers_text(kw: KwArg) -> str:
         return f"`num_workers` comes from a command-line option that defaults to {shown}"
     if value.kind == "config-default":
         return f"`num_workers` falls back to {shown} when the config does not set it"
+    if value.kind == "config" and value.config:
+        site = value.config[0]
+        return f"`num_workers` is {shown} in the config file (`{site.name}`)"
     if value.kind == "dict":
         return f"`num_workers` is {shown} in the keyword arguments"
     if value.kind == "default":
@@ -464,7 +841,7 @@ def sync_loading(ctx: FileContext, call: cst.Call) -> Optional[KwArg]:
     dataset = facts.dataset_expr(call)
     if facts.in_memory(dataset) or facts.iterable_dataset(dataset):
         return None
-    if facts.only_peeked(call):
+    if facts.only_peeked(call) or facts.dataset_self_test(call):
         return None
     return kw
 
@@ -520,6 +897,8 @@ def may_be_cuda(ctx: FileContext, call: cst.Call) -> bool:
         return False
     if func.attr.value == "cuda":
         return True
+    if func.attr.value == "type":  # `x.type(torch.cuda.FloatTensor)`, `x.type("torch.cuda.HalfTensor")`
+        return any("cuda" in (ctx.qualname(a.value) or ctx.code(a.value)) for a in call.args if not a.star)
     if func.attr.value != "to":
         return False
     device: Optional[cst.BaseExpression] = None
@@ -623,6 +1002,15 @@ def batches_to_cuda(ctx: FileContext, call: cst.Call) -> Optional[cst.Call]:
         found = _follow(ctx, loop.body, batch_names(loop), 0)
         if found is not None:
             return found
+    for site, calls in facts.next_reads:  # `batch = next(it)` in a loop: the batch is followed there
+        loop = ctx.torch.in_loop(site)
+        parent = ctx.torch.parent(site)
+        if call not in calls or loop is None or not isinstance(parent, cst.Assign):
+            continue
+        names = [n for t in parent.targets for n in target_names(t.target)]
+        found = _follow(ctx, loop.body, names, 0)
+        if found is not None:
+            return found
     return None
 
 
@@ -633,7 +1021,7 @@ def _follow(ctx: FileContext, body: cst.CSTNode, names: Iterable[str], depth: in
         return taint.found
     f = ctx.torch
     for site, arg in taint.handoffs:
-        for fn in f.resolve_call(site):
+        for fn in [*f.resolve_call(site), *_forward_of(ctx, site)]:
             params = list(fn.params.posonly_params) + list(fn.params.params)
             if arg.keyword is not None:
                 names2 = [arg.keyword.value]
@@ -648,4 +1036,94 @@ def _follow(ctx: FileContext, body: cst.CSTNode, names: Iterable[str], depth: in
             found = _follow(ctx, fn.body, names2, depth + 1)
             if found is not None:
                 return found
+    return None
+
+
+def _forward_of(ctx: FileContext, site: cst.Call) -> List[cst.FunctionDef]:
+    """`model(x)` where `model` (or `self.model`) is bound to an instance of a class of this
+    file: its `forward` (or `__call__`), found along the bases."""
+    func = site.func
+    values: List[Any] = []
+    if isinstance(func, cst.Name):
+        key = LoaderFacts.name_key_of(ctx, func)
+        values = ctx.values.index.binds.get((key[1], key[2]), [])
+    elif isinstance(func, cst.Attribute) and dotted(func.value) == "self":
+        values = ctx.values.index.self_attrs.get((ctx.torch.enclosing_class(site), func.attr.value), [])
+    found: List[cst.FunctionDef] = []
+    for value in values:
+        # `Net(...)` or `Net(...).to(device)` / `.cuda()`
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in ("to", "cuda", "train", "eval"):
+            value = value.func.value
+        if not isinstance(value, cst.Call) or not isinstance(value.func, cst.Name):
+            continue
+        for cls in ctx.torch.class_defs.get(value.func.value, ()):
+            for method in ("forward", "__call__"):
+                fns = ctx.torch._methods_in_hierarchy(cls, method)
+                if fns:
+                    found += fns
+                    break
+    return found
+
+
+# -- workers from the CPU count (SPD107) ----------------------------------------------------------
+
+CPU_COUNT = ("os.cpu_count", "multiprocessing.cpu_count", "psutil.cpu_count", "torch.multiprocessing.cpu_count")
+#: A training script that runs one process per GPU (DDP, torchrun, `mp.spawn`, accelerate).
+DISTRIBUTED = re.compile(
+    r"\b(DistributedDataParallel|init_process_group|DistributedSampler|LOCAL_RANK|local_rank|torchrun|"
+    r"torch\.distributed\.launch|mp\.spawn|multiprocessing\.spawn|Accelerator|deepspeed)\b"
+)
+
+
+def uncapped_cpu_count(ctx: FileContext, expr: Optional[cst.BaseExpression], depth: int = 0) -> Optional[cst.Call]:
+    """The `os.cpu_count()`-style call a worker count may be, not capped (`min(8, ...)`) nor
+    divided (`cpu_count() // world_size`): through names, argparse defaults, `or 1`, `max`,
+    `int(...)`, `len(os.sched_getaffinity(0))`, `- 1` and conditionals."""
+    if expr is None or depth > 8:
+        return None
+    if isinstance(expr, cst.Call):
+        q = ctx.qualname(expr.func) or ""
+        if q in CPU_COUNT:
+            return expr
+        name = dotted(expr.func) or ""
+        args = [a.value for a in expr.args if not a.star and a.keyword is None]
+        if name == "len" and len(args) == 1 and isinstance(args[0], cst.Call) and (ctx.qualname(args[0].func) or "") == "os.sched_getaffinity":
+            return args[0]
+        if name in ("int", "max", "round", "abs"):
+            for a in args:
+                found = uncapped_cpu_count(ctx, a, depth + 1)
+                if found is not None:
+                    return found
+        return None  # `min(8, ...)`, a helper: capped, or not known
+    if isinstance(expr, cst.BooleanOperation):  # `os.cpu_count() or 1`
+        return uncapped_cpu_count(ctx, expr.left, depth + 1) or uncapped_cpu_count(ctx, expr.right, depth + 1)
+    if isinstance(expr, cst.BinaryOperation):
+        if isinstance(expr.operator, (cst.Add, cst.Subtract, cst.Multiply)):  # `os.cpu_count() - 1`
+            return uncapped_cpu_count(ctx, expr.left, depth + 1) or (
+                uncapped_cpu_count(ctx, expr.right, depth + 1) if isinstance(expr.operator, (cst.Add, cst.Multiply)) else None
+            )
+        return None  # divided by the processes per node: capped
+    if isinstance(expr, cst.IfExp):
+        return uncapped_cpu_count(ctx, expr.body, depth + 1) or uncapped_cpu_count(ctx, expr.orelse, depth + 1)
+    if isinstance(expr, cst.Name):
+        key = LoaderFacts.name_key_of(ctx, expr)
+        for value in ctx.values.index.binds.get((key[1], key[2]), []):
+            if isinstance(value, cst.BaseExpression):
+                found = uncapped_cpu_count(ctx, value, depth + 1)
+                if found is not None:
+                    return found
+        return None
+    if isinstance(expr, cst.Attribute):  # `args.workers` with `default=os.cpu_count()`
+        for call in ctx.values.index.argparse.get(expr.attr.value, []):
+            for arg in call.args:
+                if arg.keyword is not None and arg.keyword.value == "default":
+                    found = uncapped_cpu_count(ctx, arg.value, depth + 1)
+                    if found is not None:
+                        return found
+        if dotted(expr.value) == "self":
+            for value in ctx.values.index.self_attrs.get((ctx.torch.enclosing_class(expr), expr.attr.value), []):
+                if isinstance(value, cst.BaseExpression):
+                    found = uncapped_cpu_count(ctx, value, depth + 1)
+                    if found is not None:
+                        return found
     return None

@@ -43,8 +43,10 @@ class Value:
 
     options: Tuple[Any, ...]
     origin: Optional[cst.CSTNode] = None  # where the value is written (literal, default=..., dict entry)
-    kind: str = "literal"  # literal | constant | default | argparse | dict | config-default | helper | attribute
+    kind: str = "literal"  # literal | constant | default | argparse | dict | config | config-default | helper | attribute
     certain: bool = True
+    #: where a config file holds it (`providers.configs.ConfigSite`s; empty: not from a config file)
+    config: Tuple[Any, ...] = ()
 
     def all(self, pred: Callable[[Any], bool]) -> bool:
         return all(_safe(pred, o) for o in self.options)
@@ -72,6 +74,8 @@ class KwArg:
     value: Optional[Value] = None
     node: Optional[cst.CSTNode] = None  # the Arg / DictElement that sets it
     via: Optional[cst.BaseExpression] = None  # the `**splat` expression it came through
+    #: through a dict built in several ways (`{...} if c else {}`): a fix cannot edit one place
+    conditional: bool = False
 
     @property
     def missing(self) -> bool:
@@ -83,6 +87,12 @@ class KwArg:
 
 
 _UNKNOWN = object()  # an assignment we cannot follow (augmented, loop target, import ...)
+#: `kwarg(default=...)` not given: a keyword that may be left out is unknown.
+NO_DEFAULT = _UNKNOWN
+#: One way a dict may be built: key -> (value expression, node that sets it), and whether it is complete.
+Entries = Tuple[Dict[str, Tuple[cst.BaseExpression, cst.CSTNode]], bool]
+#: Dicts built in more ways than this are not followed.
+_MAX_ALTERNATIVES = 8
 
 
 class _Index(cst.CSTVisitor):
@@ -211,10 +221,19 @@ _BINOPS = {
 }
 
 
+class ConfigEntry:
+    """A scalar of a config mapping that reaches a call through `**cfg.loader` (not a CST node)."""
+
+    def __init__(self, site: Any) -> None:
+        self.site = site
+
+
 class ValueTracer:
-    def __init__(self, facts: TorchFacts) -> None:
+    def __init__(self, facts: TorchFacts, configs: Any = None) -> None:
         self.facts = facts
         self._index: Optional[_Index] = None
+        #: `providers.configs.ConfigLookup`: values read from config files (None: not asked)
+        self.configs = configs
 
     @property
     def index(self) -> _Index:
@@ -232,8 +251,12 @@ class ValueTracer:
         except RecursionError:  # pragma: no cover - pathological input
             return None
 
-    def kwarg(self, call: cst.Call, name: str, position: Optional[int] = None) -> KwArg:
-        """What reaches keyword `name` (or positional `position`) of `call`."""
+    def kwarg(self, call: cst.Call, name: str, position: Optional[int] = None, default: Any = NO_DEFAULT) -> KwArg:
+        """What reaches keyword `name` (or positional `position`) of `call`.
+
+        Through `**kwargs` built conditionally (`{...} if c else {}`, a dict updated under an
+        `if`), the keyword may be there or not: with a `default` (what the callee uses when it is
+        left out), it counts among the options; without one, the keyword is unknown."""
         positional = [a for a in call.args if a.keyword is None and not a.star]
         for arg in call.args:
             if arg.keyword is not None and arg.keyword.value == name:
@@ -248,86 +271,162 @@ class ValueTracer:
                 return KwArg("unknown", None, arg, arg.value)
             if arg.star != "**":
                 continue
-            entries = self.dict_entries(arg.value)
-            if entries is None:
+            alternatives = self.dict_alternatives(arg.value)
+            if alternatives is None:
                 return KwArg("unknown", None, arg, arg.value)
-            items, complete = entries
-            if name in items:
-                value_expr, element = items[name]
+            options: Tuple[Any, ...] = ()
+            origin: Optional[cst.CSTNode] = None
+            element: Optional[cst.CSTNode] = None
+            certain, missing = True, False
+            config: Tuple[Any, ...] = ()
+            for items, complete in alternatives:
+                if name not in items:
+                    if not complete:
+                        return KwArg("unknown", None, arg, arg.value)
+                    missing = True
+                    continue
+                value_expr, node = items[name]
                 value = self.resolve(value_expr)
-                if value is not None:
-                    value = Value(value.options, value.origin, "dict", value.certain)
-                return KwArg("value" if value else "unknown", value, element, arg.value)
-            if not complete:
-                return KwArg("unknown", None, arg, arg.value)
+                if value is None:
+                    return KwArg("unknown", None, node, arg.value)
+                options = _merge(options, value.options)
+                origin = origin or value.origin
+                element = element or node or arg
+                certain = certain and value.certain
+                config += value.config
+            if element is None:
+                continue  # not in this dict: the next `**` may have it
+            if missing:
+                if default is NO_DEFAULT:
+                    return KwArg("unknown", None, element, arg.value)
+                options = _merge(options, (default,))
+            conditional = len(alternatives) > 1
+            kind = "config" if config and not missing else "dict"
+            return KwArg("value", Value(options, origin, kind, certain, config), element, arg.value, conditional)
         return KwArg("missing")
 
     def dict_entries(
         self, expr: cst.BaseExpression, depth: int = 0
     ) -> Optional[Tuple[Dict[str, Tuple[cst.BaseExpression, cst.CSTNode]], bool]]:
-        """Key -> (value expression, node that sets it) for a dict known in this module.
+        """Key -> (value expression, node that sets it) for a dict known in this module (one
+        definition only: see `dict_alternatives` for dicts built in several ways).
 
         The bool says whether the dict is complete (no unresolvable `**` merges or updates).
         """
+        alternatives = self.dict_alternatives(expr, depth)
+        if alternatives is None or len(alternatives) != 1:
+            return None
+        return alternatives[0]
+
+    def dict_alternatives(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[List[Entries]]:
+        """The dicts `expr` may be, one per way it is built (a conditional expression, several
+        assignments, updates or item writes under an `if`): each as key -> (value expression,
+        node that sets it), and whether it is complete (no unresolvable `**` merges or updates).
+        None when it is not a dict known in this module, or may be too many."""
         if depth > _MAX_DEPTH:
             return None
         if isinstance(expr, cst.Dict):
-            items: Dict[str, Tuple[cst.BaseExpression, cst.CSTNode]] = {}
-            complete = True
+            alternatives: List[Entries] = [({}, True)]
             for el in expr.elements:
                 if isinstance(el, cst.DictElement):
                     key = _literal_str(el.key)
                     if key is None:
-                        complete = False
+                        alternatives = [(items, False) for items, _ in alternatives]
                     else:
-                        items[key] = (el.value, el)
+                        for items, _ in alternatives:
+                            items[key] = (el.value, el)
                 else:  # StarredDictElement
-                    complete = self._merge_entries(el.value, items, depth) and complete
-            return items, complete
+                    alternatives = self._merge_entries(el.value, alternatives, depth)
+                    if alternatives is None:
+                        return None
+            return alternatives
         if isinstance(expr, cst.Call) and dotted(expr.func) == "dict":
-            items = {}
-            complete = self._merge_call_args(expr, items, depth)
-            return items, complete
+            return self._merge_call_args(expr, [({}, True)], depth)
+        if self.configs is not None and isinstance(expr, (cst.Attribute, cst.Subscript, cst.Call)):
+            got = self.configs.entries(expr)  # `**cfg.loader`: a mapping of a config file
+            if got is not None:
+                sites, complete = got
+                return [({k: (ConfigEntry(site), None) for k, site in sites.items()}, complete)]  # type: ignore[dict-item]
+        if isinstance(expr, cst.IfExp):
+            body, orelse = self.dict_alternatives(expr.body, depth + 1), self.dict_alternatives(expr.orelse, depth + 1)
+            if body is None or orelse is None:
+                return None
+            return _capped(body + orelse)
         if isinstance(expr, cst.Name):
             scope, bound = self._bindings(expr)
-            if not bound or len(bound) != 1 or bound[0] is _UNKNOWN or isinstance(bound[0], tuple):
+            if not bound or any(b is _UNKNOWN or isinstance(b, tuple) for b in bound):
                 return None
-            base = self.dict_entries(bound[0], depth + 1)
-            if base is None:
+            alternatives = []
+            for b in bound:
+                got = self.dict_alternatives(b, depth + 1)
+                if got is None:
+                    return None
+                alternatives += [(dict(items), complete) for items, complete in got]
+            if len(alternatives) > _MAX_ALTERNATIVES:
                 return None
-            items, complete = dict(base[0]), base[1]
-            for key, value in self.index.item_writes.get((scope, expr.value), []):
-                items[key] = (value, value)
-            for call in self.index.updates.get((scope, expr.value), []):
-                complete = self._merge_call_args(call, items, depth) and complete
-            return items, complete
+            key = (scope, expr.value)
+            changes: List[Tuple[cst.CSTNode, Callable[[List[Entries]], Optional[List[Entries]]]]] = []
+            for target, value in self.index.item_writes.get(key, []):
+                changes.append((value, lambda alts, k=target, v=value: [({**items, k: (v, v)}, c) for items, c in alts]))
+            for call in self.index.updates.get(key, []):
+                changes.append((call, lambda alts, c=call: self._merge_call_args(c, alts, depth)))
+            for at, change in sorted(changes, key=lambda c: self.facts.order.get(c[0], 0)):
+                changed = change([(dict(items), c) for items, c in alternatives])
+                if changed is None:
+                    return None
+                if self._conditional(at, bound):
+                    alternatives = _capped(alternatives + changed)  # it may or may not happen
+                    if alternatives is None:
+                        return None
+                else:
+                    alternatives = changed
+            return alternatives
         return None
 
-    def _merge_call_args(
-        self, call: cst.Call, items: Dict[str, Tuple[cst.BaseExpression, cst.CSTNode]], depth: int
-    ) -> bool:
-        """Add the entries of `dict(...)` / `d.update(...)` arguments to `items`; False if some are unknown."""
-        complete = True
+    def _conditional(self, node: cst.CSTNode, bindings: List[Any]) -> bool:
+        """`node` runs only under a condition (an `if`, a loop, a handler) the bindings are not under."""
+        for a in self.facts.ancestors(node):
+            if isinstance(a, (cst.FunctionDef, cst.Module)):
+                return False
+            if isinstance(a, (cst.If, cst.For, cst.While, cst.ExceptHandler, cst.IfExp)) and not all(
+                isinstance(b, cst.CSTNode) and any(x is a for x in self.facts.ancestors(b)) for b in bindings
+            ):
+                return True
+        return False
+
+    def _merge_call_args(self, call: cst.Call, alternatives: List[Entries], depth: int) -> Optional[List[Entries]]:
+        """`alternatives` with the entries of `dict(...)` / `d.update(...)` arguments added."""
         for arg in call.args:
             if arg.keyword is not None:
-                items[arg.keyword.value] = (arg.value, arg)
+                for items, _ in alternatives:
+                    items[arg.keyword.value] = (arg.value, arg)
                 continue
-            complete = self._merge_entries(arg.value, items, depth) and complete
-        return complete
+            got = self._merge_entries(arg.value, alternatives, depth)
+            if got is None:
+                return None
+            alternatives = got
+        return alternatives
 
-    def _merge_entries(
-        self, expr: cst.BaseExpression, items: Dict[str, Tuple[cst.BaseExpression, cst.CSTNode]], depth: int
-    ) -> bool:
-        """Add the entries of the dict `expr` evaluates to (`**expr`, `dict(expr)`) to `items`;
-        False if they are not all known."""
-        inner = self.dict_entries(expr, depth + 1)
+    def _merge_entries(self, expr: cst.BaseExpression, alternatives: List[Entries], depth: int) -> Optional[List[Entries]]:
+        """`alternatives` with the entries of the dict `expr` evaluates to (`**expr`,
+        `dict(expr)`) added; an unknown dict makes them incomplete."""
+        inner = self.dict_alternatives(expr, depth + 1)
         if inner is None:
-            return False
-        items.update(inner[0])
-        return inner[1]
+            return [(items, False) for items, _ in alternatives]
+        out = [({**items, **more}, complete and more_complete) for items, complete in alternatives for more, more_complete in inner]
+        return _capped(out) if len(out) <= _MAX_ALTERNATIVES else None
 
     # -- resolution ------------------------------------------------------------------------
     def _resolve(self, expr: cst.BaseExpression, depth: int) -> Optional[Value]:
+        if isinstance(expr, ConfigEntry):
+            site = expr.site
+            return Value((site.value,), None, "config", True, (site,))
+        if self.configs is not None and isinstance(expr, (cst.Attribute, cst.Subscript, cst.Call)):
+            got = self.configs.resolve(expr, self, depth)
+            if got is not None:
+                return got
+        if isinstance(expr, cst.BooleanOperation):
+            return self._resolve_boolean(expr, depth)
         if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)):
             try:
                 return Value((ast.literal_eval(_code(expr)),), expr)
@@ -355,27 +454,66 @@ class ValueTracer:
                 options = tuple(op(a, b) for a in left.options for b in right.options)
             except Exception:
                 return None
-            return Value(options, left.origin, left.kind, left.certain and right.certain)
+            return Value(options, left.origin, left.kind, left.certain and right.certain, left.config + right.config)
         if isinstance(expr, cst.IfExp):
             body, orelse = self.resolve(expr.body, depth), self.resolve(expr.orelse, depth)
             if body is None or orelse is None:
                 return None
-            return Value(_merge(body.options, orelse.options), expr, "conditional", body.certain and orelse.certain)
+            return Value(_merge(body.options, orelse.options), expr, "conditional", body.certain and orelse.certain, body.config + orelse.config)
         if isinstance(expr, cst.Attribute):
             return self._resolve_attribute(expr, depth)
         if isinstance(expr, cst.Subscript):
             key = _subscript_key(expr)
             if key is None:
                 return None
-            entries = self.dict_entries(expr.value)
-            if entries is None or key not in entries[0]:
-                return None
-            value_expr, element = entries[0][key]
-            value = self.resolve(value_expr, depth)
+            value = self._entry_value(expr.value, key, None, depth)
             return Value(value.options, value.origin, "dict", value.certain) if value else None
         if isinstance(expr, cst.Call):
             return self._resolve_call(expr, depth)
         return None
+
+    def _resolve_boolean(self, expr: cst.BooleanOperation, depth: int) -> Optional[Value]:
+        """`a or b` / `a and b`: the options each side may give."""
+        left = self.resolve(expr.left, depth)
+        if left is None:
+            return None
+        is_or = isinstance(expr.operator, cst.Or)
+        passed = tuple(o for o in left.options if bool(o) == is_or)
+        if len(passed) == len(left.options):
+            return left
+        right = self.resolve(expr.right, depth)
+        if right is None:
+            return None
+        options = _merge(passed, right.options)
+        config = left.config if passed else ()
+        return Value(options, left.origin if passed else right.origin, left.kind if passed else right.kind, left.certain and right.certain, config + right.config)
+
+    def _entry_value(self, mapping: cst.BaseExpression, key: str, default: Optional[Value], depth: int) -> Optional[Value]:
+        """`mapping[key]` (no `default`: a dict without the key raises, it adds nothing) or
+        `mapping.get(key, default)`, over every way the dict may be built."""
+        alternatives = self.dict_alternatives(mapping)
+        if alternatives is None:
+            return None
+        values: List[Value] = []
+        for items, complete in alternatives:
+            if key in items:
+                value = self.resolve(items[key][0], depth)
+            elif not complete:
+                return None
+            else:
+                value = default
+                if value is None:
+                    continue
+            if value is None:
+                return None
+            if value not in values:
+                values.append(value)
+        if len(values) <= 1:
+            return values[0] if values else None
+        options: Tuple[Any, ...] = ()
+        for value in values:
+            options = _merge(options, value.options)
+        return Value(options, values[0].origin, "dict", all(v.certain for v in values), tuple(c for v in values for c in v.config))
 
     def _bindings(self, name: cst.Name) -> Tuple[Scope, List[Any]]:
         """The scope that binds `name` at this point and its bindings there."""
@@ -396,6 +534,7 @@ class ValueTracer:
         origin = None
         kind = "constant" if scope is None else "local"
         certain = True
+        config: Tuple[Any, ...] = ()
         for b in bound:
             if b is _UNKNOWN:
                 return None
@@ -411,7 +550,8 @@ class ValueTracer:
             options = _merge(options, value.options)
             origin = origin or value.origin
             certain = certain and value.certain
-        return Value(options, origin, kind, certain)
+            config += value.config
+        return Value(options, origin, kind, certain, config)
 
     def _resolve_param(self, fn: cst.FunctionDef, param: cst.Param, depth: int) -> Optional[Value]:
         if param.star:  # *args / **kwargs
@@ -510,6 +650,7 @@ class ValueTracer:
         options: Tuple[Any, ...] = ()
         origin = None
         certain = True
+        config: Tuple[Any, ...] = ()
         for e in exprs:
             if e is _UNKNOWN or isinstance(e, tuple):
                 return None
@@ -519,9 +660,10 @@ class ValueTracer:
             options = _merge(options, value.options)
             origin = origin or value.origin
             certain = certain and value.certain
-            if value.kind in ("argparse", "default", "dict", "config-default"):
+            config += value.config
+            if value.kind in ("argparse", "default", "dict", "config", "config-default"):
                 kind = value.kind
-        return Value(options, origin, kind, certain) if options else None
+        return Value(options, origin, kind, certain, config) if options else None
 
     def _argparse_default(self, calls: List[cst.Call], depth: int) -> Optional[Value]:
         options: Tuple[Any, ...] = ()
@@ -550,14 +692,8 @@ class ValueTracer:
             if key is None:
                 return None
             default = self.resolve(call.args[1].value, depth) if len(call.args) > 1 else Value((None,), call)
-            entries = self.dict_entries(func.value)
-            if entries is not None:
-                items, complete = entries
-                if key in items:
-                    return self.resolve(items[key][0], depth)
-                if complete:
-                    return default
-                return None
+            if self.dict_alternatives(func.value) is not None:
+                return self._entry_value(func.value, key, default, depth)
             if default is None:
                 return None
             return Value(default.options, default.origin, "config-default", certain=False)
@@ -567,7 +703,7 @@ class ValueTracer:
                 return None
             conv = {"int": int, "bool": bool, "float": float, "str": str}[name]
             try:
-                return Value(tuple(conv(o) for o in inner.options), inner.origin, inner.kind, inner.certain)
+                return Value(tuple(conv(o) for o in inner.options), inner.origin, inner.kind, inner.certain, inner.config)
             except Exception:
                 return None
         if name in ("min", "max") and len(call.args) >= 2 and all(a.star == "" for a in call.args):
@@ -590,9 +726,13 @@ class ValueTracer:
         return None
 
 
+def _capped(alternatives: List[Entries]) -> Optional[List[Entries]]:
+    return alternatives if len(alternatives) <= _MAX_ALTERNATIVES else None
+
+
 def _map(value: Value, fn: Callable[[Any], Any]) -> Optional[Value]:
     try:
-        return Value(tuple(fn(o) for o in value.options), value.origin, value.kind, value.certain)
+        return Value(tuple(fn(o) for o in value.options), value.origin, value.kind, value.certain, value.config)
     except Exception:
         return None
 

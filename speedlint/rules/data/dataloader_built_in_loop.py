@@ -7,7 +7,7 @@ from typing import Set
 import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, MEDIUM, Fix, Impact, Rule
-from speedlint.analyzer.providers.loaders import target_names, is_dataloader
+from speedlint.analyzer.providers.loaders import LOADER_TRIGGERS, is_dataloader, may_build_loader, target_names
 
 
 class DataLoaderBuiltInLoop(Rule):
@@ -60,8 +60,8 @@ class DataLoaderBuiltInLoop(Rule):
         level=MEDIUM,
     )
     fixes = (DISPLAY_ONLY,)
-    triggers = ("DataLoader",)
-    ast_precondition = staticmethod(lambda facts: facts.may_have_training_step and facts.calls_any("DataLoader"))
+    triggers = LOADER_TRIGGERS
+    ast_precondition = staticmethod(lambda facts: facts.may_have_training_step and may_build_loader(facts))
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx

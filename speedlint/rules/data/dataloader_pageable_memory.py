@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, SAFE, Fix, Impact, ImportSpec, Rule
-from speedlint.analyzer.providers.loaders import batches_to_cuda, is_dataloader, kwarg
+from speedlint.analyzer.configs.edit import value_edit
+from speedlint.analyzer.providers.loaders import code_site as _code_site, LOADER_TRIGGERS, batches_to_cuda, config_site, is_dataloader, kwarg, may_build_loader
 
 
 class DataLoaderPageableMemory(Rule):
@@ -14,9 +15,13 @@ class DataLoaderPageableMemory(Rule):
     Flags a `DataLoader` whose batches are copied to the GPU (`.cuda()`, or `.to(device)` where the
     device is or may be CUDA) while `pin_memory` is not set: missing, or set to a falsy value.
     The batch is followed from the `for` loop over the loader (also `enumerate`/`tqdm`, unpacked
-    tuples, dicts of tensors) into same-file helpers such as `train_step(batch)`. CPU-only scripts,
-    and loaders whose `pin_memory` is truthy directly, through `**kwargs` or through a config lookup
-    with a truthy default, are not flagged.
+    tuples, dicts of tensors, `next(it)` in a `while` loop, a project generator such as
+    `metric_logger.log_every(loader)`) into same-file helpers such as `train_step(batch)` and the
+    model's `forward`; `.type(torch.cuda.FloatTensor)` is a copy to the GPU too, and loops in other
+    modules count. CPU-only scripts, and loaders whose `pin_memory` is truthy directly, through
+    `**kwargs` (also when only the CUDA branch of a conditional dict sets it) or through a config
+    lookup with a truthy default, are not flagged. A `pin_memory: false` in a config file the code
+    reads is reported on its line.
 
     ## Why is this slow?
     A host-to-device copy from ordinary (pageable) memory goes through a staging buffer: the driver
@@ -42,7 +47,8 @@ class DataLoaderPageableMemory(Rule):
 
     ## Fix safety
     Safe: adds `pin_memory=torch.cuda.is_available()` (so the same script still runs on machines
-    without CUDA), or edits the entry of the keyword dict the loader's `**kwargs` come from. Never
+    without CUDA), or edits the entry of the keyword dict the loader's `**kwargs` come from, or
+    sets the config file's value to `true` (pinning is skipped with a warning where CUDA is absent). Never
     offered when `pin_memory` could also arrive through a `**kwargs` dict that cannot be resolved
     (that would raise `got multiple values for keyword argument`). A falsy value from a command-line
     option gets advice only: the option is the user's knob.
@@ -62,9 +68,9 @@ class DataLoaderPageableMemory(Rule):
         level=MEDIUM,
     )
     fixes = (SAFE, DISPLAY_ONLY)
-    triggers = ("DataLoader",)
+    triggers = LOADER_TRIGGERS
     ast_precondition = staticmethod(
-        lambda facts: facts.may_use_gpu and facts.calls_any("DataLoader") and facts.has_stmt_loop and facts.calls_any("to", "cuda")
+        lambda facts: facts.may_use_gpu and may_build_loader(facts) and facts.has_stmt_loop and facts.calls_any("to", "cuda", "type")
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -93,10 +99,18 @@ class DataLoaderPageableMemory(Rule):
             if site is not None:
                 new = keywords_edit(ctx, site, [("pin_memory", cst.parse_expression(PIN_CODE))])
                 fix = Fix.replace(site, new, title, SAFE, [ImportSpec("torch")])
+        elif config_site(pin) is not None:  # false in a config file: the finding (and fix) go there
+            site = config_site(pin)
+            key = site.name
+            edit = value_edit(site, True)
+            message = message.replace("is not set", f"is false in the config file (`{key}`)")
+            fix = Fix.config(edit, f"Set `{key}` to true in the config file", SAFE) if edit else None
+            self.report(_code_site(pin, node), message, fix=fix or Fix.advice(f"Set `{key}` to true in the config file when training on CUDA"), at=site)
+            return
         else:
             message = message.replace("is not set", "is false")
             value = pin.value
             origin = value.origin if value is not None else None
-            if value is not None and value.kind in ("literal", "dict") and isinstance(origin, cst.Name) and origin.value == "False":
+            if value is not None and not pin.conditional and value.kind in ("literal", "dict") and isinstance(origin, cst.Name) and origin.value == "False":
                 fix = Fix.replace(origin, cst.parse_expression(PIN_CODE), "Set `pin_memory=torch.cuda.is_available()`", SAFE, [ImportSpec("torch")])
         self.report(node, message, fix=fix or Fix.advice("Pin host memory: `pin_memory=True` when training on CUDA"))

@@ -5,18 +5,25 @@ from __future__ import annotations
 import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, UNSAFE, Fix, Impact, Rule
-from speedlint.analyzer.providers.loaders import is_dataloader, workers_text
+from speedlint.analyzer.configs.edit import value_edit
+from speedlint.analyzer.providers.loaders import code_site as _code_site, CONFIG_WORKERS, LOADER_TRIGGERS, config_site, is_dataloader, may_build_loader, workers_text
 
 
 class DataLoaderSyncLoading(Rule):
     """
     ## What it does
     Flags `DataLoader(...)` calls that load data in the main process: `num_workers` missing, 0 or
-    1. The value is traced through literals, module constants, function defaults, argparse options
-    (`args.workers` and its `default=`), keyword dicts passed as `**kwargs`, config dicts
-    (`cfg["num_workers"]`, `cfg.get("num_workers", 0)`) and same-file helpers. A value that cannot
-    be known is not flagged, nor are in-memory datasets (`TensorDataset`, a list of tensors) or a
-    loader read once with `next(iter(loader))`.
+    1. Loaders of torch, torch_geometric, MONAI and DGL count, and project subclasses of them, and
+    `functools.partial(DataLoader, ...)`. The value is traced through literals, module constants,
+    function defaults (also of a subclass's `__init__`), argparse options (`args.workers` and its
+    `default=`), keyword dicts passed as `**kwargs` (also built conditionally: `{...} if cuda else
+    {}`, updated under an `if`, merged: a value may be what any of them gives it), config dicts
+    (`cfg["num_workers"]`, `cfg.get("num_workers", 0)`), values in config files the code reads
+    (YAML, JSON, TOML, INI: the finding is then on the config line) and same-file helpers. A value
+    that cannot be known is not flagged, nor are in-memory datasets (`TensorDataset`, a list of
+    tensors, also built in another module and passed in), a loader read once with
+    `next(iter(loader))`, or the self-test of a dataset module (under its `if __name__ ==
+    "__main__":`).
 
     ## Why is this slow?
     With `num_workers=0` every batch is read, decoded, augmented and collated by the training
@@ -68,7 +75,9 @@ class DataLoaderSyncLoading(Rule):
     ## Fix safety
     Unsafe: the tuned-DataLoader rewrite changes resources and process structure. It sets
     `num_workers` from the CPU count (bounded to 8); where an argparse option, a config dict, a
-    constant or a function default feeds the value, it changes the default there. It adds
+    constant or a function default feeds the value, it changes the default there. A value in a
+    config file is set to 4 there (a config cannot ask for the CPU count), keeping the file's
+    comments and formatting. It adds
     `persistent_workers` only where workers > 0 and `pin_memory=torch.cuda.is_available()` when the
     script may use CUDA. Scripts that train at import time get an `if __name__ == "__main__":` guard,
     because worker processes re-import the main module on macOS and Windows; when the guard cannot be
@@ -91,8 +100,8 @@ class DataLoaderSyncLoading(Rule):
         level=HIGH,
     )
     fixes = (UNSAFE, DISPLAY_ONLY)
-    triggers = ("DataLoader",)
-    ast_precondition = staticmethod(lambda facts: facts.calls_any("DataLoader"))
+    triggers = LOADER_TRIGGERS
+    ast_precondition = staticmethod(may_build_loader)
 
     def visit_Call(self, node: cst.Call) -> None:
         if not is_dataloader(self.ctx, node):
@@ -105,8 +114,16 @@ class DataLoaderSyncLoading(Rule):
             return
         from speedlint.analyzer.providers.loaders import kwarg
 
-        what = workers_text(kwarg(self.ctx, node, "num_workers"))
+        workers = kwarg(self.ctx, node, "num_workers")
+        what = workers_text(workers)
         message = f"{what}: batches are loaded in the training process, one after the other"
+        site = config_site(workers)
+        if site is not None:  # the value is written in a config file: the finding (and fix) go there
+            edit = value_edit(site, CONFIG_WORKERS)
+            key = site.name
+            fix = Fix.config(edit, f"Set `{key}` to {CONFIG_WORKERS} in the config file", UNSAFE) if edit else Fix.advice(f"Set `{key}` to {CONFIG_WORKERS} or more in the config file")
+            self.report(_code_site(workers, node), message, fix=fix, at=site)
+            return
         reason = loader_plan.reason
         if reason:
             self.report(node, f"{message} (not rewritten: {reason})", fix=Fix.advice(f"Set `num_workers` from the CPU count by hand: {reason}"))

@@ -7,7 +7,8 @@ from typing import Optional
 import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, SAFE, Fix, Impact, Rule
-from speedlint.analyzer.providers.loaders import is_dataloader, kwarg, loader_facts
+from speedlint.analyzer.configs.edit import value_edit
+from speedlint.analyzer.providers.loaders import code_site as _code_site, LOADER_TRIGGERS, config_site, is_dataloader, kwarg, loader_facts, loader_kind, may_build_loader
 
 
 class DataLoaderWorkersRespawned(Rule):
@@ -15,9 +16,13 @@ class DataLoaderWorkersRespawned(Rule):
     ## What it does
     Flags a `DataLoader` with one or more workers that is iterated once per epoch (inside an outer
     loop, or in a function called once per epoch) without `persistent_workers=True`. The worker
-    count is traced like SPD101's (constants, argparse defaults, keyword dicts, config lookups).
-    Single-epoch scripts and loaders whose `persistent_workers` is already truthy (also through
-    `**kwargs` or a conditional) are not flagged.
+    count is traced like SPD101's (constants, argparse defaults, keyword dicts, config lookups,
+    config files). Loaders returned by helpers (as tuples or dicts), stored on `self`, passed on in
+    lists, or iterated through wrappers (`tqdm`, `enumerate`, a project generator) in other
+    modules count. A `persistent_workers: false` in a config file is reported on its line.
+    Single-epoch scripts, loaders whose `persistent_workers` is already truthy (also through
+    `**kwargs` or a conditional), and loaders built again inside the epoch loop (SPD104: a new
+    loader every epoch, which persistent workers would not outlive) are not flagged.
 
     ## Why is this slow?
     Without persistent workers, every `for batch in loader` starts `num_workers` fresh processes,
@@ -48,8 +53,8 @@ class DataLoaderWorkersRespawned(Rule):
     ## Fix safety
     Safe: adds `persistent_workers=True` when the worker count is a literal >= 1, otherwise
     `persistent_workers=<workers> > 0` (torch rejects persistent workers with 0 workers), next to
-    `num_workers` (in the call, or in the keyword dict it comes from). A falsy value from a
-    command-line option gets advice only. Keep in mind that persistent workers hold their copy of
+    `num_workers` (in the call, or in the keyword dict it comes from), or sets the config file's
+    value to `true`. A falsy value from a command-line option gets advice only. Keep in mind that persistent workers hold their copy of
     the dataset: a dataset object changed in the main process between epochs is not seen by them.
     """
 
@@ -63,8 +68,8 @@ class DataLoaderWorkersRespawned(Rule):
         level=MEDIUM,
     )
     fixes = (SAFE, DISPLAY_ONLY)
-    triggers = ("DataLoader",)
-    ast_precondition = staticmethod(lambda facts: facts.may_have_training_step and facts.calls_any("DataLoader"))
+    triggers = LOADER_TRIGGERS
+    ast_precondition = staticmethod(lambda facts: facts.may_have_training_step and may_build_loader(facts))
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
@@ -77,16 +82,32 @@ class DataLoaderWorkersRespawned(Rule):
         if persistent.unknown or (persistent.value is not None and persistent.value.any(bool)):
             return
         epoch = self._per_epoch(node)
-        elsewhere = ctx.loader_use(node).get("epoch") if epoch is None else None
+        elsewhere = ctx.loader_use(node).get("epoch") if epoch is None and not self._rebuilt_where_iterated(node) else None
         if epoch is None and elsewhere is None:
             return
         count = "/".join(str(v) for v in workers.value.options)
         message = f"{count} worker process(es) are started again every epoch: `persistent_workers` is not set"
         if elsewhere is not None:
             message += f" (the loader is iterated every epoch at {elsewhere})"
+        site = config_site(persistent)
+        if site is not None:  # false in a config file: the finding (and fix) go there
+            key = site.name
+            edit = value_edit(site, True)
+            message = message.replace("is not set", f"is false in the config file (`{key}`)")
+            fix = Fix.config(edit, f"Set `{key}` to true in the config file", SAFE) if edit else Fix.advice(f"Set `{key}` to true in the config file")
+            self.report(_code_site(persistent, node), message, fix=fix, at=site)
+            return
         if not persistent.missing:
             message = message.replace("is not set", "is false")
         self.report(node, message, fix=self._fix(node, workers, persistent) or Fix.advice("Set `persistent_workers=True` (workers > 0)"))
+
+    def _rebuilt_where_iterated(self, call: cst.Call) -> bool:
+        """Every loop of this file over the loader is in the epoch loop that builds it anew."""
+        ctx = self.ctx
+        loops = loader_facts(ctx).iteration_sites(call)
+        return bool(loops) and all(
+            (unit := ctx.torch.epoch_of(loop)) is not None and any(a is unit for a in ctx.torch.ancestors(call)) for loop in loops
+        )
 
     def _per_epoch(self, call: cst.Call) -> Optional[cst.CSTNode]:
         ctx = self.ctx
@@ -97,6 +118,8 @@ class DataLoaderWorkersRespawned(Rule):
                 continue
             if isinstance(unit, cst.For) and _single_pass(ctx, unit):
                 continue
+            if any(a is unit for a in ctx.torch.ancestors(call)):
+                continue  # built again every epoch: persistent workers would not outlive it (SPD104)
             return unit
         return None
 
@@ -106,7 +129,8 @@ class DataLoaderWorkersRespawned(Rule):
 
         ctx = self.ctx
         node = workers.node
-        if not isinstance(node, (cst.Arg, cst.DictElement)):
+        kind = loader_kind(ctx, call)
+        if not isinstance(node, (cst.Arg, cst.DictElement)) or (kind is not None and kind.subclass) or workers.conditional or persistent.conditional:
             return None
         expr = node.value
         if isinstance(expr, cst.Integer):

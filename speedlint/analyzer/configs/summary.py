@@ -1,0 +1,464 @@
+"""What one Python file says about config files, from its `ast` (part of the file's summary).
+
+Recorded per file (plain lists and dicts: they go to the cache as JSON), functions named by the
+line of their `def` (0: the module's top level):
+
+* `loads`: `[def line, target, format, path, line]`: a config loaded into a name (`cfg = yaml.safe_load(f)`
+  with `f` from `with open(path) as f`, `json.load(open(path))`, `json.loads(f.read())`,
+  `OmegaConf.load(path)`, `toml.load(path)`, `tomllib.load(f)`, `parser = ConfigParser();
+  parser.read(path)`), or returned (target `"<return>"`);
+* `hydra`: `[def line, config folder, config name]` for a function decorated with `@hydra.main`
+  (its first parameter is the composed config);
+* `fills`: `[def line, target, source access, overlay]`: `args = Namespace(**cfg)`,
+  `HParams(**cfg["train"])` (not an overlay: the object is the config), `vars(args).update(cfg)`,
+  `args.__dict__.update(cfg)`, `for k, v in cfg.items(): setattr(args, k, v)`,
+  `parser.set_defaults(**cfg)` (an overlay: keys the config lacks keep their argparse default);
+* `consts` / `argparse`: module-level names and argparse options (`dest`) whose value is a path.
+
+A path is `["cwd", "configs/a.yaml"]` (relative to where the script runs), `["here", "../a.yaml"]`
+(relative to this file, from `__file__`), `["abs", "/etc/a.yaml"]`, or a path that another part
+of the program gives: `["param", name, suffix]`, `["arg", dest, suffix]`, `["import", module,
+level, name, suffix]`. An access is `[root, key, key, ...]` where root is a name or `self.<attr>`.
+"""
+
+from __future__ import annotations
+
+import ast
+import posixpath
+import re
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+#: Calls that read a config from a file object, a string or a path: qualified name -> format.
+_READERS = {
+    "yaml.safe_load": "yaml", "yaml.load": "yaml", "yaml.full_load": "yaml", "yaml.unsafe_load": "yaml",
+    "json.load": "json", "json.loads": "json",
+    "toml.load": "toml", "toml.loads": "toml", "tomllib.load": "toml", "tomllib.loads": "toml",
+    "tomli.load": "toml", "tomli.loads": "toml",
+    "omegaconf.OmegaConf.load": "yaml",
+}
+_PARSERS = ("configparser.ConfigParser", "configparser.RawConfigParser", "configparser.SafeConfigParser")
+#: Wrappers that make an object with the same keys as a config (`EasyDict(cfg)`).
+WRAPPERS = frozenset({
+    "EasyDict", "edict", "AttrDict", "Munch", "munchify", "Box", "DictConfig", "create", "deepcopy", "copy",
+    "dict", "DotMap", "Dict", "ConfigDict", "to_container", "OrderedDict", "namedtuple_from",
+})
+_PATH_WRAPPERS = frozenset({"abspath", "realpath", "normpath", "expanduser", "str", "Path", "PurePath", "PosixPath", "resolve", "absolute", "fspath"})
+_CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml", ".ini", ".cfg", ".conf")
+
+
+def _dotted(node: ast.AST) -> Optional[str]:
+    """`a.b.c` for a name or an attribute chain, else None."""
+    if not isinstance(node, (ast.Name, ast.Attribute)):
+        return None
+    text = ast.unparse(node)
+    return text if _NAME_CHAIN.fullmatch(text) else None
+
+
+_NAME_CHAIN = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+
+
+class _ConfigFacts:
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self.imports: Dict[str, str] = {}
+        self.loads: List[List[Any]] = []
+        self.hydra: List[List[Any]] = []
+        self.fills: List[List[Any]] = []
+        self.consts: Dict[str, Any] = {}
+        self.argparse: Dict[str, Any] = {}
+        self.imported: Dict[str, List[Any]] = {}  # name -> [module, level, original name]
+
+    # names -----------------------------------------------------------------------------------
+    def qualname(self, node: ast.AST) -> str:
+        d = _dotted(node)
+        if d is None:
+            return ""
+        head, _, rest = d.partition(".")
+        target = self.imports.get(head)
+        if target is None:
+            return d
+        return f"{target}.{rest}" if rest else target
+
+    def run(self) -> Optional[Dict[str, Any]]:
+        everything = list(all_statements(self.tree))
+        for node, _ in everything:
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        self.imports[alias.asname] = alias.name
+                    else:
+                        self.imports.setdefault(alias.name.split(".")[0], alias.name.split(".")[0])
+            elif isinstance(node, ast.ImportFrom) and node.module is not None and not node.level:
+                for alias in node.names:
+                    self.imports[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+            if isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if alias.name != "*":
+                        self.imported[alias.asname or alias.name] = [node.module or "", node.level, alias.name]
+        module_binds = _binds(self.tree.body)
+        for name, values in module_binds.items():
+            if len(values) == 1:
+                spec = self.path(values[0], module_binds, (), 0)
+                if spec is not None:
+                    self.consts[name] = spec
+        for node, _ in everything:
+            call = node.value if isinstance(node, ast.Expr) else None
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument":
+                self._argparse(call, module_binds)
+        self._scope(0, self.tree.body, module_binds, ())
+        for node, _ in everything:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                binds = _binds(node.body)
+                params = tuple(a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs))
+                self._scope(node.lineno, node.body, {**module_binds, **binds} if binds else module_binds, params, node)
+        if not (self.loads or self.hydra or self.fills or self.consts or self.argparse):
+            return None
+        out: Dict[str, Any] = {}
+        for key in ("loads", "hydra", "fills", "consts", "argparse"):
+            value = getattr(self, key)
+            if value:
+                out[key] = value
+        if self.consts or self.loads or self.hydra:
+            wanted = {s[3] for s in self.loads if s[3] and s[3][0] == "import"} | {s[1] for s in self.hydra if s[1] and s[1][0] == "import"}
+            if wanted:
+                out["imported"] = {k: v for k, v in self.imported.items()}
+        return out
+
+    def _argparse(self, call: ast.Call, binds: Dict[str, List[ast.AST]]) -> None:
+        dest = None
+        flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        for kw in call.keywords:
+            if kw.arg == "dest" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+                dest = kw.value.value
+        if dest is None:
+            longs = [f for f in flags if f.startswith("--")]
+            chosen = longs[0] if longs else (flags[0] if flags else None)
+            if chosen is None:
+                return
+            dest = chosen.lstrip("-").replace("-", "_")
+        for kw in call.keywords:
+            if kw.arg == "default":
+                spec = self.path(kw.value, binds, (), 0)
+                if spec is not None:
+                    self.argparse[dest] = spec
+                return
+        self.argparse.setdefault(dest, None)  # no default: a path the command line must give
+
+    # paths -----------------------------------------------------------------------------------
+    def path(self, node: ast.AST, binds: Dict[str, List[ast.AST]], params: Tuple[str, ...], depth: int) -> Optional[List[Any]]:
+        """The path an expression is, as far as this file shows (see the module docstring)."""
+        if depth > 8:
+            return None
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+            if not text or "\n" in text or len(text) > 300 or text.startswith("~"):
+                return None
+            return ["abs", posixpath.normpath(text)] if text.startswith("/") else ["cwd", text]
+        if isinstance(node, ast.Name):
+            if node.id == "__file__":
+                return ["file"]
+            if node.id in params:
+                return ["param", node.id, ""]
+            values = binds.get(node.id, [])
+            if len(values) == 1:
+                return self.path(values[0], binds, params, depth + 1)
+            if not values and node.id in self.imported:
+                module, level, orig = self.imported[node.id]
+                return ["import", module, level, orig, ""]
+            return None
+        if isinstance(node, ast.Attribute):
+            if node.attr == "parent":
+                return _dirname(self.path(node.value, binds, params, depth + 1))
+            base = _dotted(node.value)
+            if base is not None and "." not in base and base not in self.imports:  # `args.config`, `opt.cfg`
+                return ["arg", node.attr, ""]
+            return None
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):  # Path(...) / "a.yaml"
+            return _join(self.path(node.left, binds, params, depth + 1), self.path(node.right, binds, params, depth + 1))
+        if isinstance(node, ast.Call):
+            q = self.qualname(node.func)
+            tail = q.rsplit(".", 1)[-1]
+            args = node.args
+            if q in ("os.path.join", "posixpath.join") or tail == "joinpath":
+                parts = ([node.func.value] if tail == "joinpath" and isinstance(node.func, ast.Attribute) else []) + list(args)
+                spec = self.path(parts[0], binds, params, depth + 1) if parts else None
+                for part in parts[1:]:
+                    spec = _join(spec, self.path(part, binds, params, depth + 1))
+                return spec
+            if q in ("os.path.dirname", "posixpath.dirname") and len(args) == 1:
+                return _dirname(self.path(args[0], binds, params, depth + 1))
+            if tail in _PATH_WRAPPERS:
+                if isinstance(node.func, ast.Attribute) and tail in ("resolve", "absolute") and not args:
+                    return self.path(node.func.value, binds, params, depth + 1)
+                if len(args) == 1:
+                    return self.path(args[0], binds, params, depth + 1)
+        return None
+
+    # loads -----------------------------------------------------------------------------------
+    def _scope(self, line: int, body: List[ast.stmt], binds: Dict[str, List[ast.AST]], params: Tuple[str, ...], fn: Optional[ast.AST] = None) -> None:
+        opened: Dict[str, Any] = {}  # file object name -> path (`with open(p) as f`)
+        read: Dict[str, Any] = {}  # text name -> path (`data = f.read()`)
+        parsers: Dict[str, bool] = {}
+        if fn is not None:
+            for dec in getattr(fn, "decorator_list", []):
+                if isinstance(dec, ast.Call) and self.qualname(dec.func) in ("hydra.main",):
+                    self._hydra(line, dec, binds, params)
+        for stmt in block_statements(body):
+            if isinstance(stmt, (ast.With, ast.AsyncWith)):
+                for item in stmt.items:
+                    spec = self._opened(item.context_expr, binds, params)
+                    if spec is not None and isinstance(item.optional_vars, ast.Name):
+                        opened[item.optional_vars.id] = spec
+            elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                target, value = stmt.targets[0], stmt.value
+                name = target.id if isinstance(target, ast.Name) else _dotted(target) if isinstance(target, ast.Attribute) else None
+                if name is None:
+                    continue
+                if isinstance(value, ast.Call):
+                    fmt, spec = self._load(value, binds, params, opened, read)
+                    if fmt is not None:
+                        self.loads.append([line, name, fmt, spec, stmt.lineno])
+                        continue
+                    q = self.qualname(value.func)
+                    if q in _PARSERS:
+                        parsers[name] = True
+                        continue
+                    if isinstance(value.func, ast.Attribute) and value.func.attr in ("read", "read_text") and not value.args:
+                        base = value.func.value
+                        if isinstance(base, ast.Name) and base.id in opened:
+                            read[name] = opened[base.id]
+                        elif isinstance(base, ast.Call):
+                            spec = self._opened(base, binds, params) or (self.path(base.args[0], binds, params, 0) if base.args and self.qualname(base.func).rsplit(".", 1)[-1] in ("Path",) else None)
+                            if spec is not None:
+                                read[name] = spec
+                        continue
+                    splat = _splat_source(value)
+                    if splat is not None:
+                        self.fills.append([line, name, splat, False])
+            elif isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Call):
+                fmt, spec = self._load(stmt.value, binds, params, opened, read)
+                if fmt is not None:
+                    self.loads.append([line, "<return>", fmt, spec, stmt.lineno])
+            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+                self._call_statement(line, stmt.value, binds, params, parsers)
+            elif isinstance(stmt, ast.For) and isinstance(stmt.iter, ast.Call):
+                self._setattr_loop(line, stmt)
+
+    def _call_statement(self, line: int, call: ast.Call, binds: Dict[str, List[ast.AST]], params: Tuple[str, ...], parsers: Dict[str, bool]) -> None:
+        func = call.func
+        if not isinstance(func, ast.Attribute):
+            return
+        owner = _dotted(func.value)
+        if func.attr in ("read", "read_file") and owner in parsers and call.args:  # parser.read(path)
+            spec = self.path(call.args[0], binds, params, 0) if func.attr == "read" else self._opened(call.args[0], binds, params)
+            self.loads.append([line, owner, "ini", spec, call.lineno])
+        elif func.attr == "update" and len(call.args) == 1:
+            base = func.value
+            target = None
+            if isinstance(base, ast.Call) and _dotted(base.func) == "vars" and len(base.args) == 1:
+                target = _dotted(base.args[0])  # vars(args).update(cfg)
+            elif isinstance(base, ast.Attribute) and base.attr == "__dict__":
+                target = _dotted(base.value)  # args.__dict__.update(cfg)
+            source = _access(call.args[0])
+            if target is not None and source is not None:
+                self.fills.append([line, target, source, True])
+        elif func.attr == "set_defaults":  # parser.set_defaults(**cfg): what parse_args() gives
+            for kw in call.keywords:
+                if kw.arg is None:
+                    source = _access(kw.value)
+                    if source is not None:
+                        self.fills.append([line, "<argparse>", source, True])
+
+    def _setattr_loop(self, line: int, loop: ast.For) -> None:
+        """`for k, v in cfg.items(): setattr(args, k, v)`."""
+        it = loop.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr == "items" and not it.args):
+            return
+        source = _access(it.func.value)
+        if source is None:
+            return
+        for stmt in loop.body:
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and _dotted(stmt.value.func) == "setattr" and len(stmt.value.args) == 3:
+                target = _dotted(stmt.value.args[0])
+                if target is not None:
+                    self.fills.append([line, target, source, True])
+
+    def _opened(self, node: ast.AST, binds: Dict[str, List[ast.AST]], params: Tuple[str, ...]) -> Optional[List[Any]]:
+        """`open(path, ...)` / `path.open()` / `io.open(...)` -> the path."""
+        if not isinstance(node, ast.Call):
+            return None
+        q = self.qualname(node.func)
+        if q in ("open", "io.open", "codecs.open") and node.args:
+            return self.path(node.args[0], binds, params, 0)
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "open":
+            return self.path(node.func.value, binds, params, 0)
+        return None
+
+    def _load(self, call: ast.Call, binds: Dict[str, List[ast.AST]], params: Tuple[str, ...], opened: Dict[str, Any], read: Dict[str, Any]) -> Tuple[Optional[str], Optional[List[Any]]]:
+        q = self.qualname(call.func)
+        fmt = _READERS.get(q)
+        if fmt is None and q.endswith("OmegaConf.load"):
+            fmt = "yaml"
+        if fmt is None or not call.args:
+            return None, None
+        arg = call.args[0]
+        spec: Optional[List[Any]] = None
+        if isinstance(arg, ast.Name) and arg.id in opened:
+            spec = opened[arg.id]
+        elif isinstance(arg, ast.Name) and arg.id in read:
+            spec = read[arg.id]
+        elif isinstance(arg, ast.Call):
+            spec = self._opened(arg, binds, params)
+            if spec is None and isinstance(arg.func, ast.Attribute) and arg.func.attr in ("read", "read_text"):
+                inner = arg.func.value
+                if isinstance(inner, ast.Name) and inner.id in opened:
+                    spec = opened[inner.id]
+                else:
+                    spec = self._opened(inner, binds, params)
+                    if spec is None and isinstance(inner, ast.Call) and inner.args and self.qualname(inner.func).rsplit(".", 1)[-1] == "Path":
+                        spec = self.path(inner.args[0], binds, params, 0)
+        elif not q.endswith(("load", "loads")) or q.endswith("OmegaConf.load") or q in ("toml.load",):
+            spec = self.path(arg, binds, params, 0)
+        if spec is None and (q.endswith("OmegaConf.load") or q == "toml.load"):
+            spec = self.path(arg, binds, params, 0)
+        return fmt, spec
+
+    def _hydra(self, line: int, dec: ast.Call, binds: Dict[str, List[ast.AST]], params: Tuple[str, ...]) -> None:
+        path = dec.args[0] if dec.args else None
+        name = dec.args[1] if len(dec.args) > 1 else None
+        for kw in dec.keywords:
+            if kw.arg == "config_path":
+                path = kw.value
+            elif kw.arg == "config_name":
+                name = kw.value
+        if path is None or name is None or not isinstance(name, ast.Constant) or not isinstance(name.value, str):
+            return
+        spec = self.path(path, binds, (), 0)
+        if spec is not None and spec[0] == "cwd":  # Hydra: relative to the file that declares it
+            spec = ["here", spec[1]]
+        if spec is not None and params:
+            self.hydra.append([line, spec, name.value])
+
+
+def all_statements(tree: ast.Module) -> Iterator[Tuple[ast.stmt, Optional[ast.AST]]]:
+    """(statement, the function it is in) for every statement of a module, nested function and
+    class bodies included: no expression is visited (a tenth of a full `ast.walk`)."""
+    todo: List[Tuple[ast.stmt, Optional[ast.AST]]] = [(s, None) for s in reversed(tree.body)]
+    while todo:
+        stmt, fn = todo.pop()
+        yield stmt, fn
+        inner = stmt if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) else fn
+        for name in ("body", "orelse", "finalbody", "handlers"):
+            block = getattr(stmt, name, None)
+            if isinstance(block, list):
+                for child in reversed(block):
+                    if isinstance(child, ast.stmt):
+                        todo.append((child, inner))
+                    elif isinstance(child, ast.excepthandler):
+                        todo.extend((c, inner) for c in reversed(child.body))
+        if isinstance(stmt, ast.Match):  # pragma: no cover - rare in training code
+            for case in stmt.cases:
+                todo.extend((c, inner) for c in reversed(case.body))
+
+
+def block_statements(body: List[ast.stmt]) -> List[ast.stmt]:
+    """The statements of a body, nested blocks included (not nested functions or classes)."""
+    out: List[ast.stmt] = []
+    todo = list(reversed(body))
+    while todo:
+        stmt = todo.pop()
+        out.append(stmt)
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for name in ("body", "orelse", "finalbody", "handlers"):
+            inner = getattr(stmt, name, None)
+            if isinstance(inner, list):
+                todo.extend(reversed([s for s in inner if isinstance(s, (ast.stmt, ast.excepthandler))]))
+        if isinstance(stmt, ast.ExceptHandler):
+            pass
+    return [s for s in out if isinstance(s, ast.stmt)]
+
+
+def _binds(body: List[ast.stmt]) -> Dict[str, List[ast.AST]]:
+    """name -> the values assigned to it in a body (nested blocks included)."""
+    out: Dict[str, List[ast.AST]] = {}
+    for stmt in block_statements(body):
+        if isinstance(stmt, ast.Assign):
+            for t in stmt.targets:
+                if isinstance(t, ast.Name):
+                    out.setdefault(t.id, []).append(stmt.value)
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+            out.setdefault(stmt.target.id, []).append(stmt.value)
+    return out
+
+
+def _splat_source(call: ast.Call) -> Optional[List[Any]]:
+    """`Cls(**cfg)`, `Cls(**cfg["train"])`, `EasyDict(cfg)`: the access the object is made from."""
+    for kw in call.keywords:
+        if kw.arg is None and len(call.keywords) == 1 and not call.args:
+            return _access(kw.value)
+    return None
+
+
+def _access(node: ast.AST) -> Optional[List[Any]]:
+    """`cfg["train"].opt` -> ["cfg", "train", "opt"]; `self.cfg.x` -> ["self.cfg", "x"]."""
+    keys: List[Any] = []
+    while True:
+        if isinstance(node, ast.Attribute):
+            if isinstance(node.value, ast.Name) and node.value.id == "self":
+                return [f"self.{node.attr}", *reversed(keys)]
+            keys.append(node.attr)
+            node = node.value
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, (str, int)):
+            keys.append(node.slice.value)
+            node = node.value
+        elif isinstance(node, ast.Name):
+            return [node.id, *reversed(keys)]
+        else:
+            return None
+
+
+def _join(base: Optional[List[Any]], part: Optional[List[Any]]) -> Optional[List[Any]]:
+    if base is None or part is None:
+        return None
+    if part[0] == "abs":
+        return part
+    if part[0] != "cwd":
+        return None  # only literal parts after the first
+    rel = part[1]
+    if base[0] == "file":
+        return None
+    if base[0] in ("cwd", "here", "abs"):
+        return [base[0], posixpath.normpath(posixpath.join(base[1], rel))] if base[1] else [base[0], posixpath.normpath(rel)]
+    return [*base[:-1], posixpath.join(base[-1], rel) if base[-1] else rel]
+
+
+def _dirname(spec: Optional[List[Any]]) -> Optional[List[Any]]:
+    if spec is None:
+        return None
+    if spec[0] == "file":
+        return ["here", ""]
+    if spec[0] in ("cwd", "here", "abs"):
+        parent = posixpath.dirname(spec[1].rstrip("/"))
+        if spec[0] == "here" and (not spec[1] or spec[1].endswith("..")):
+            parent = posixpath.join(spec[1], "..") if spec[1] else ".."
+        return [spec[0], parent]
+    return None
+
+
+#: Words without which a module neither reads a config file nor names a config path.
+_WORDS = ("yaml", "json", "toml", "OmegaConf", "onfigParser", "hydra", "add_argument", ".cfg", ".ini", ".conf")
+
+
+def config_summary(tree: ast.Module, text: str = "") -> Optional[Dict[str, Any]]:
+    """The config facts of one module (None: it reads no config and names no config path)."""
+    if text and not any(word in text for word in _WORDS):
+        return None
+    try:
+        return _ConfigFacts(tree).run()
+    except RecursionError:  # pragma: no cover - pathological nesting
+        return None
+
+
+def looks_like_config(path: str) -> bool:
+    return path.lower().endswith(_CONFIG_SUFFIXES)
