@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Type
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Type
 
 from speedlint.analyzer.config import (
     ConfigError,
@@ -17,10 +17,12 @@ from speedlint.analyzer.config import (
     selectors_of,
 )
 from speedlint.analyzer.discovery import discover
-from speedlint.analyzer.engine import FileResult, Profile, check_source
-from speedlint.analyzer.registry import SelectionError, select_rules, validate_selectors
-from speedlint.analyzer.rule import Diagnostic, Rule
+from speedlint.analyzer.findings import Diagnostic, FileResult, Profile
+from speedlint.analyzer.registry import SelectionError, select_codes, select_rules, validate_selectors
 from speedlint.analyzer.sources import Source
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.rule import Rule
 
 
 def load_config_file(path: Path) -> Settings:
@@ -70,6 +72,7 @@ class SettingsResolver:
 
     def __init__(self, overrides: Overrides, config: Optional[Path] = None, isolated: bool = False) -> None:
         self.overrides = overrides
+        self.config = config
         self.isolated = isolated
         self._fixed: Optional[Settings] = None
         self._by_file: Dict[Path, Settings] = {}
@@ -119,6 +122,7 @@ def _is_checkout_root(folder: Path) -> bool:
 
 
 _RULES_CACHE: Dict[Tuple, List[Type[Rule]]] = {}
+_CODES_CACHE: Dict[Tuple, Tuple[str, ...]] = {}
 
 
 def rules_for(settings: Settings) -> List[Type[Rule]]:
@@ -126,6 +130,14 @@ def rules_for(settings: Settings) -> List[Type[Rule]]:
     if key not in _RULES_CACHE:
         _RULES_CACHE[key] = select_rules(settings.select, settings.ignore, settings.extend_select, settings.preview)
     return _RULES_CACHE[key]
+
+
+def codes_for(settings: Settings) -> Tuple[str, ...]:
+    """The codes of the rules `settings` enable (from the catalogue: imports no rule)."""
+    key = (settings.select, settings.ignore, settings.extend_select, settings.preview)
+    if key not in _CODES_CACHE:
+        _CODES_CACHE[key] = select_codes(settings.select, settings.ignore, settings.extend_select, settings.preview)
+    return _CODES_CACHE[key]
 
 
 @dataclass
@@ -180,19 +192,43 @@ def check_paths(
     result = RunResult(missing=found.missing, profile=Profile() if profile else None)
     files = [(path, display_path(path)) for path in found.files]
     root = cache_root(resolver) if use_cache else None
-    result.files, warnings = check_files(files, resolver.for_file, rules_for, root, result.profile, jobs)
+    result.files, warnings = check_files(files, resolver.for_file, codes_for, root, result.profile, jobs)
     for message in warnings:
         result.files.append(FileResult(str(root), diagnostics=[Diagnostic(str(root), message, "warning")]))
     return result
 
 
 def cache_root(resolver: SettingsResolver) -> Path:
-    """Where `.speedlint_cache/` lives: the folder of the config file that applies to cwd, or cwd."""
-    base = resolver.for_directory(Path.cwd())
-    return Path(base.root) if base.root else Path.cwd()
+    """Where `.speedlint_cache/` lives (`project_root`)."""
+    return project_root(resolver.config, resolver.isolated)
+
+
+def project_root(config: Optional[Path], isolated: bool) -> Path:
+    """The folder of the config file that applies to cwd (`--config`'s, else the closest one),
+    or cwd: the `root` of cwd's settings, known before reading any of them."""
+    if config is not None:
+        return config.parent
+    if not isolated:
+        found = find_config_file(Path.cwd().resolve())
+        if found is not None:
+            return found.parent
+    return Path.cwd()
+
+
+def use_cached_catalogue(config: Optional[Path], isolated: bool) -> None:
+    """Before anything selects rules: the rule catalogue remembered in the cache, if any, so
+    that a run answered from the cache imports no rule (`registry.use_catalogue`)."""
+    from speedlint.analyzer.cache import load_catalogue
+
+    try:
+        load_catalogue(project_root(config, isolated))
+    except ConfigError:
+        pass  # reported when the settings are read
 
 
 def check_stdin(text: str, filename: str, resolver: SettingsResolver) -> RunResult:
+    from speedlint.analyzer.engine import check_source
+
     settings = resolver.for_file(Path(filename))
     res = check_source(Source(text, "utf-8"), filename, rules_for(settings), settings)
     return RunResult(files=[res])

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from speedlint.analyzer.rule import HIGH, LOW, MEDIUM, UNSAFE, Diagnostic, Finding
+from speedlint.analyzer.findings import HIGH, LOW, MEDIUM, UNSAFE, Diagnostic, Finding
 
 LEVEL_STYLE = {HIGH: "bold red", MEDIUM: "yellow", LOW: "cyan"}
 
