@@ -264,7 +264,12 @@ class ResultCache:
                 doc = json.loads(fh.read())
             if doc.get("format") != FORMAT:
                 return None
-            return {shown: FileSeeds.from_json(v) for shown, v in doc["seeds"].items()}
+            digests = doc.get("digests", {})
+            seeds = {}
+            for shown, v in doc["seeds"].items():
+                seeds[shown] = FileSeeds.from_json(v)
+                seeds[shown].known_digest = digests.get(shown)
+            return seeds
         except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
             return None
 
@@ -278,7 +283,10 @@ class ResultCache:
             return
         key, seeds = program
         self.ensure_directory()
-        data = json.dumps({"format": FORMAT, "seeds": {k: s.to_json() for k, s in seeds.items()}}, separators=(",", ":"))
+        data = json.dumps(
+            {"format": FORMAT, "seeds": {k: s.to_json() for k, s in seeds.items()}, "digests": {k: s.digest() for k, s in seeds.items()}},
+            separators=(",", ":"),
+        )
         target = self.directory / f"program-{key}.json"
         _write_atomic(target, data.encode("utf-8"))
         for old in self.directory.glob("program-*.json"):

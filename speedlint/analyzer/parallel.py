@@ -396,15 +396,20 @@ def process_files(
     pending: List[Job] = []
     buckets = {}
     stored: Dict[int, str] = {}  # index -> the key its result is cached under
-    by_folder: Dict[Path, Tuple[Settings, Tuple[str, ...], Tuple[str, Optional[str], Tuple[str, ...]]]] = {}
-    settings_of: List[Tuple[Settings, Tuple[str, ...], Tuple[str, Optional[str], Tuple[str, ...]]]] = []
+    Planned = Tuple[Settings, Tuple[str, ...], Tuple[str, Optional[str], Tuple[str, ...]]]
+    by_folder: Dict[str, Planned] = {}
+    by_settings: Dict[Settings, Planned] = {}
+    settings_of: List[Planned] = []
     for path, _ in files:
-        folder = path.parent
+        folder = os.path.dirname(path)
         if folder not in by_folder:
             settings = settings_for(path)
-            codes = tuple(codes_for(settings))
-            by_folder[folder] = (settings, codes, (settings.fingerprint() if cache is not None else "", settings.root, codes))
+            if settings not in by_settings:
+                codes = tuple(codes_for(settings))
+                by_settings[settings] = (settings, codes, (settings.fingerprint() if cache is not None else "", settings.root, codes))
+            by_folder[folder] = by_settings[settings]
         settings_of.append(by_folder[folder])
+    cwd = os.getcwd()
     program = program_seeds(files, cache, workers, profile, [c for _, c, _ in settings_of])
     t_read = t_cache = 0.0
     for index, (path, shown) in enumerate(files):
@@ -427,7 +432,7 @@ def process_files(
             bucket = buckets.get(key)
             if bucket is None:
                 bucket = buckets[key] = cache.bucket(*key)
-            hit = bucket.get(os.path.abspath(name), digest, shown)
+            hit = bucket.get(os.path.normpath(os.path.join(cwd, name)), digest, shown)  # its absolute path
             if hit is not None:
                 source = _text_if_unchanged(name, raw, shown) if work.needs_source(hit) else None
                 answer = work.cached(shown, hit, settings, source) if source is not None or not work.needs_source(hit) else None
@@ -459,7 +464,7 @@ def process_files(
         for index, digest in stored.items():
             result = results[index]
             if result is not None:
-                buckets[settings_of[index][2]].put(os.path.abspath(files[index][0]), digest, result.findings, result.diagnostics, result.parsed)
+                buckets[settings_of[index][2]].put(os.path.normpath(os.path.join(cwd, files[index][0])), digest, result.findings, result.diagnostics, result.parsed)
         warnings = cache.save()
         t_cache += time.perf_counter() - t3
     if profile is not None:

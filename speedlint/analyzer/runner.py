@@ -14,9 +14,10 @@ from speedlint.analyzer.config import (
     declared_torch_version,
     find_config_file,
     read_config_file,
+    requirement_files,
     selectors_of,
 )
-from speedlint.analyzer.discovery import discover
+from speedlint.analyzer.discovery import discover, resolve_folder
 from speedlint.analyzer.findings import Diagnostic, FileResult, Profile
 from speedlint.analyzer.registry import SelectionError, select_codes, select_rules, validate_selectors
 from speedlint.analyzer.sources import Source
@@ -79,6 +80,7 @@ class SettingsResolver:
         self._by_folder: Dict[Path, Settings] = {}  # folder -> effective settings (one lookup per folder)
         self._config_files: Dict[Path, Optional[Path]] = {}  # folder -> its closest config file
         self._declaring: Dict[Path, Optional[Path]] = {}  # folder -> closest folder declaring requirements
+        self._declared: Dict[Optional[Path], Settings] = {}  # that folder -> the settings it gives
         if config is not None:
             if not config.is_file():
                 raise ConfigError(f"config file not found: {config}")
@@ -89,20 +91,22 @@ class SettingsResolver:
             return self._fixed
         if self.isolated:
             return self.overrides.apply(Settings(root=str(Path.cwd())))
-        folder = folder.resolve()
+        folder = resolve_folder(folder)
         known = self._by_folder.get(folder)
         if known is not None:
             return known
         config = find_config_file(folder, self._config_files)
         if config is None:
             declared_in = closest(folder, _declares_requirements, self._declaring, stop=_is_checkout_root)
-            version = declared_torch_version(declared_in) if declared_in is not None else None
-            base = Settings(root=str(Path.cwd()), target_torch_version=version)
+            if declared_in not in self._declared:
+                version = declared_torch_version(declared_in) if declared_in is not None else None
+                self._declared[declared_in] = self.overrides.apply(Settings(root=str(Path.cwd()), target_torch_version=version))
+            settings = self._declared[declared_in]
         else:
             if config not in self._by_file:
-                self._by_file[config] = load_config_file(config)
-            base = self._by_file[config]
-        settings = self._by_folder[folder] = self.overrides.apply(base)
+                self._by_file[config] = self.overrides.apply(load_config_file(config))
+            settings = self._by_file[config]
+        self._by_folder[folder] = settings
         return settings
 
     def for_file(self, path: Path) -> Settings:
@@ -112,7 +116,7 @@ class SettingsResolver:
 def _declares_requirements(folder: Path) -> Optional[Path]:
     """The folder itself when it has a pyproject.toml or requirements*.txt (where the target
     torch version may be declared)."""
-    if (folder / "pyproject.toml").is_file() or any(folder.glob("requirements*.txt")):
+    if (folder / "pyproject.toml").is_file() or requirement_files(folder):
         return folder
     return None
 
@@ -156,10 +160,14 @@ class RunResult:
 
 
 def display_path(path: Path) -> str:
+    """The path as shown: relative to cwd."""
+    name = os.fspath(path)
+    if not os.path.isabs(name) and ".." not in name:
+        return os.path.normpath(name)  # what relpath answers, without asking for cwd
     try:
-        return os.path.relpath(path)
+        return os.path.relpath(name)
     except ValueError:  # another drive on Windows
-        return str(path)
+        return name
 
 
 def excludes_for(resolver: SettingsResolver):  # type: ignore[no-untyped-def]
