@@ -1,4 +1,4 @@
-"""Checking many files: cache look-up, pre-filter, then the files that need parsing, in parallel.
+"""Checking (or fixing) many files: program phase, cache look-up, then the files left, in parallel.
 
 The parent process reads each file once, hashes its bytes, and answers it from the cache when it
 can (without a cache, `--no-cache`, there is nothing to look up: it reads nothing). The files
@@ -7,6 +7,10 @@ pre-filter there (a file none of the enabled rules could fire on is done: never 
 in-process for a handful (start-up would dominate), else in a pool of worker processes (`fork`
 where the platform has it, so the workers inherit the already-imported rules; nothing heavy is
 imported, never torch).
+
+`process_files` runs a `CheckWork` on each file: checking by default; `speedlint fix` passes
+`rewrite.FixWork` (fix in the worker, write in the parent), so both commands share the program
+phase, the cache look-up, the pool, its fallback when a worker dies, and the ordering.
 
 Results are identical to a serial run and come back in discovery order: each file has its slot,
 whatever order the workers finish in. The parent keeps no texts (its memory stays flat); workers

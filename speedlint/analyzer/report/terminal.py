@@ -81,8 +81,20 @@ class Terminal:
         self.console.print(Text.assemble(*segments), soft_wrap=not self.wrap)
 
     def lines(self, lines: List[Line]) -> None:
-        for line in lines:
-            self.line(line)
+        """Many lines at once (one rich print: rich's per-print overhead is most of its cost)."""
+        if not lines:
+            return
+        if not (self.colour or self.wrap):
+            self.out.write("".join("".join(text for text, _ in line) + "\n" for line in lines))
+            return
+        from rich.text import Text
+
+        segments: List[Tuple[str, str]] = []
+        for i, line in enumerate(lines):
+            if i:
+                segments.append(("\n", ""))
+            segments.extend(line)
+        self.console.print(Text.assemble(*segments), soft_wrap=not self.wrap)
 
     def render(self, renderable: Any) -> None:
         """A rich renderable (a table, markup): unwrapped where lines must not wrap."""
