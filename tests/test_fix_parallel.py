@@ -21,18 +21,9 @@ from speedlint.analyzer.rewrite import FixWork, fix_paths, unified_diff, write_f
 from speedlint.analyzer.runner import Overrides, SettingsResolver, check_paths, codes_for, display_path
 from speedlint.analyzer.sources import SourceError
 
-# SPD401 (`gc.collect()` per sample: a safe fix), SPD403 (`zero_grad(set_to_none=False)`: safe)
-FIXABLE = (
-    "import gc\n"
-    "import torch\n"
-    "from torch.utils.data import Dataset\n"
-    "\n"
-    "\n"
-    "class Frames(Dataset):\n"
-    "    def __getitem__(self, i):\n"
-    "        gc.collect()\n"
-    "        return torch.zeros(3)\n"
-)
+from test_fix_engine import BAD as FIXABLE  # SPD401, `gc.collect()` per sample: a safe fix
+
+# SPD403, `zero_grad(set_to_none=False)`: a safe fix
 STEP = (
     "import torch\n"
     "\n"

@@ -479,15 +479,3 @@ def process_files(
         profile.files = len(files)
         profile.wall = time.perf_counter() - start
     return [r if r is not None else work.nothing(files[i][1]) for i, r in enumerate(results)], warnings
-
-
-def check_files(
-    files: Sequence[Tuple[Path, str]],
-    settings_for,  # type: ignore[no-untyped-def]
-    codes_for,  # type: ignore[no-untyped-def]
-    cache_root: Optional[Path],
-    profile: Optional[Profile] = None,
-    jobs: Optional[int] = None,
-) -> Tuple[List[FileResult], List[str]]:
-    """Check `files` ((path, display path) pairs); returns results in that order, and warnings."""
-    return process_files(files, settings_for, codes_for, cache_root, profile, jobs)

@@ -194,13 +194,13 @@ def check_paths(
     jobs: Optional[int] = None,
 ) -> RunResult:
     """Check files: cached results for unchanged files, the rest in parallel (see parallel.py)."""
-    from speedlint.analyzer.parallel import check_files
+    from speedlint.analyzer.parallel import process_files
 
     found = collect_files(paths, resolver, force_exclude)
     result = RunResult(missing=found.missing, profile=Profile() if profile else None)
     files = [(path, display_path(path)) for path in found.files]
     root = cache_root(resolver) if use_cache else None
-    result.files, warnings = check_files(files, resolver.for_file, codes_for, root, result.profile, jobs)
+    result.files, warnings = process_files(files, resolver.for_file, codes_for, root, result.profile, jobs)
     for message in warnings:
         result.files.append(FileResult(str(root), diagnostics=[Diagnostic(str(root), message, "warning")]))
     return result
