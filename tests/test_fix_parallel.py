@@ -79,7 +79,11 @@ def test_pool_gives_the_serial_diff_and_writes_the_same_files(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path / "a")
     serial = fix_paths(["."], resolver(), apply=False, jobs=1, use_cache=False)
     monkeypatch.chdir(tmp_path / "b")
+    pooled_chunks: List[int] = []
+    real_chunks = parallel._chunks
+    monkeypatch.setattr(parallel, "_chunks", lambda jobs, workers: pooled_chunks.append(len(jobs)) or real_chunks(jobs, workers))
     pooled = fix_paths(["."], resolver(), apply=False, jobs=2, use_cache=False)
+    assert pooled_chunks, "the files were fixed in the worker pool"
     assert report(serial) == report(pooled)
     assert len(serial.changed) == 11 and "gc.collect()" in report(serial)[0] and "set_to_none=True" in report(serial)[0]
     assert any(d.kind == "error" for o in serial.outcomes for d in o.diagnostics)  # the syntax error, reported
