@@ -51,15 +51,11 @@ def _root(
 
 # -- shared option helpers ---------------------------------------------------------------------
 def _overrides(select, ignore, extend_select, preview, unsafe_fixes, target_torch_version, fix_options=()):  # type: ignore[no-untyped-def]
+    """The options that override config files (their rule selectors are checked by `_resolver`)."""
     from speedlint.analyzer.config import ConfigError, parse_version
-    from speedlint.analyzer.registry import SelectionError, validate_selectors
     from speedlint.analyzer.runner import Overrides
 
     sel, ign, ext = _split(select), _split(ignore), _split(extend_select)
-    try:
-        validate_selectors([*sel, *ign, *ext])
-    except SelectionError as exc:
-        raise UsageFailure(str(exc)) from None
     try:
         ttv = parse_version(target_torch_version) if target_torch_version else None
     except ConfigError as exc:
@@ -77,8 +73,14 @@ def _overrides(select, ignore, extend_select, preview, unsafe_fixes, target_torc
 
 def _resolver(overrides, config: Optional[Path], isolated: bool):  # type: ignore[no-untyped-def]
     from speedlint.analyzer.config import ConfigError
-    from speedlint.analyzer.runner import SettingsResolver
+    from speedlint.analyzer.registry import SelectionError, validate_selectors
+    from speedlint.analyzer.runner import SettingsResolver, use_cached_catalogue
 
+    use_cached_catalogue(config, isolated)  # a run answered from the cache imports no rule
+    try:
+        validate_selectors([*(overrides.select or ()), *overrides.ignore, *overrides.extend_select])
+    except SelectionError as exc:
+        raise UsageFailure(str(exc)) from None
     try:
         return SettingsResolver(overrides, config=config, isolated=isolated)
     except ConfigError as exc:
@@ -232,6 +234,8 @@ def fix(
     verify_script: Optional[Path] = typer.Option(None, "--verify", help="Run this script before/after the fixes first (`speedlint verify`); with --apply, write only when the verdict allows it, else exit with the verdict's code (3-6, see `speedlint verify --help`). Script arguments go after `--`."),
     verify_steps: int = typer.Option(30, "--verify-steps", min=1, help="Optimizer steps timed per --verify run."),
     verify_repeats: int = typer.Option(3, "--verify-repeats", min=1, help="Alternating --verify runs per version."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Worker processes (default: one per core; 1: no pool)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read `check`'s cache (fix never writes it)."),
     config: Optional[Path] = CONFIG,
     isolated: bool = ISOLATED,
     target_torch_version: Optional[str] = TORCH_VERSION,
@@ -265,7 +269,7 @@ def fix(
             if any(d.kind == "internal-error" for d in outcome.diagnostics):
                 raise typer.Exit(EXIT_ERROR)
             raise typer.Exit(EXIT_FINDINGS if any(d.kind == "error" for d in outcome.diagnostics) else EXIT_CLEAN)
-        result = fix_paths(paths, resolver, apply=apply, force_exclude=force_exclude)
+        result = fix_paths(paths, resolver, apply=apply, force_exclude=force_exclude, jobs=jobs, use_cache=not no_cache)
     except ConfigError as exc:
         raise UsageFailure(str(exc)) from None
     raise typer.Exit(emit_fix(result, apply=apply, output_format=output_format, output_file=output_file, paths=paths))

@@ -152,7 +152,9 @@ def test_scenario_automatic_fix(name, private_tmp, monkeypatch):
 def test_identical_after_is_equivalent(private_tmp, monkeypatch):
     folder = SCENARIOS / "diverged"
     monkeypatch.chdir(folder)
-    opts = hv.VerifyOptions(script=Path("train.py"), after=Path("train.py"), min_speedup=3.0, **FAST)
+    # (a verdict about results, not speed: 3 timed steps on a loaded machine once measured 46x
+    # between identical scripts, so no speed-up threshold a test could rely on is used here)
+    opts = hv.VerifyOptions(script=Path("train.py"), after=Path("train.py"), min_speedup=1e9, **FAST)
     result = hv.verify(opts)
     assert result.verdict == hv.EQUIVALENT_NOT_FASTER, result.reason
     assert result.loss_max_deviation == 0.0

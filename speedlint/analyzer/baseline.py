@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from speedlint.analyzer.rule import Finding
+from speedlint.analyzer.findings import Finding
 
 FORMAT_VERSION = 1
 

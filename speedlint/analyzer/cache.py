@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from speedlint import __version__
-from speedlint.analyzer.rule import (
+from speedlint.analyzer.findings import (
     Applicability,
     Diagnostic,
     Edit,
@@ -292,7 +292,12 @@ class ResultCache:
                 doc = json.loads(fh.read())
             if doc.get("format") != FORMAT:
                 return None
-            return {shown: FileSeeds.from_json(v) for shown, v in doc["seeds"].items()}
+            digests = doc.get("digests", {})
+            seeds = {}
+            for shown, v in doc["seeds"].items():
+                seeds[shown] = FileSeeds.from_json(v)
+                seeds[shown].known_digest = digests.get(shown)
+            return seeds
         except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
             return None
 
@@ -306,7 +311,10 @@ class ResultCache:
             return
         key, seeds = program
         self.ensure_directory()
-        data = json.dumps({"format": FORMAT, "seeds": {k: s.to_json() for k, s in seeds.items()}}, separators=(",", ":"))
+        data = json.dumps(
+            {"format": FORMAT, "seeds": {k: s.to_json() for k, s in seeds.items()}, "digests": {k: s.digest() for k, s in seeds.items()}},
+            separators=(",", ":"),
+        )
         target = self.directory / f"program-{key}.json"
         _write_atomic(target, data.encode("utf-8"))
         for old in self.directory.glob("program-*.json"):
@@ -339,9 +347,51 @@ class ResultCache:
                 return warnings
         try:
             self._save_program()
+            if self.directory.is_dir():
+                _save_catalogue(self.directory)
         except OSError as exc:
             warnings.append(f"cannot write the cache in {self.directory}: {exc.strerror or exc}")
         return warnings
+
+
+# -- the rule catalogue, remembered for runs that import no rule -----------------------------------
+def _catalogue_path(directory: Path) -> Path:
+    return directory / f"catalogue-{code_fingerprint()[:16]}.json"
+
+
+def load_catalogue(root: Path) -> bool:
+    """Give the registry the rule catalogue that a run of this very code (same fingerprint)
+    remembered under `root`, so that selecting rules imports none; whether there was one."""
+    from speedlint.analyzer.registry import RuleInfo, use_catalogue
+
+    try:
+        with open(_catalogue_path(Path(root) / CACHE_DIR_NAME), "rb") as fh:
+            doc = json.loads(fh.read())
+        if doc.get("format") != FORMAT:
+            return False
+        infos = [RuleInfo.from_json(v) for v in doc["rules"]]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return False
+    use_catalogue(infos)
+    return True
+
+
+def _save_catalogue(directory: Path) -> None:
+    """Remember the catalogue when this process read it from the rules and none is remembered."""
+    from speedlint.analyzer.registry import imported_catalogue
+
+    target = _catalogue_path(directory)
+    infos = imported_catalogue()
+    if infos is None or target.exists():
+        return
+    data = json.dumps({"format": FORMAT, "rules": [i.to_json() for i in infos]}, separators=(",", ":"))
+    _write_atomic(target, data.encode("utf-8"))
+    for old in directory.glob("catalogue-*.json"):
+        if old != target:
+            try:
+                old.unlink()
+            except OSError:
+                pass
 
 
 def clean(root: Path) -> Tuple[bool, Path]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sys
 from dataclasses import asdict, dataclass, replace
@@ -140,14 +141,20 @@ def selectors_of(settings: Settings) -> List[str]:
     return out
 
 
-def _read_toml(path: Path) -> Dict[str, Any]:
+def _read_toml(path: Path, needs: Optional[bytes] = None) -> Dict[str, Any]:
+    """A TOML file's table. With `needs`, a file whose bytes lack that word cannot hold what the
+    caller reads: it is not parsed (an empty table; most projects' pyproject.toml never mentions
+    speedlint, and many not torch)."""
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+        data = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    if needs is not None and needs not in data:
+        return {}
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
 
 
 def read_config_file(path: Path) -> Settings:
@@ -179,7 +186,7 @@ def config_file_in(folder: Path) -> Optional[Path]:
         if candidate.is_file():
             if name == "pyproject.toml":
                 try:
-                    if "speedlint" not in _read_toml(candidate).get("tool", {}):
+                    if "speedlint" not in _read_toml(candidate, b"speedlint").get("tool", {}):
                         continue
                 except ConfigError:
                     # A broken pyproject.toml is only our problem when it configures speedlint.
@@ -208,7 +215,8 @@ def closest(
     `memo` (and every folder walked through is added to it)."""
     walked: List[Path] = []
     found: Optional[_T] = None
-    for folder in [directory, *directory.parents]:
+    folder = directory
+    while True:
         if memo is not None and folder in memo:
             found = memo[folder]
             break
@@ -216,6 +224,10 @@ def closest(
         found = find(folder)
         if found is not None or (stop is not None and stop(folder)):
             break
+        parent = folder.parent
+        if parent == folder:
+            break
+        folder = parent
     if memo is not None:
         for folder in walked:
             memo[folder] = found
@@ -252,6 +264,15 @@ def _min_version(spec: str) -> Optional[Tuple[int, int]]:
     return min(lows) if lows else None
 
 
+def requirement_files(folder: Path) -> List[Path]:
+    """The folder's requirements*.txt files, sorted."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return [folder / n for n in sorted(names) if n.startswith("requirements") and n.endswith(".txt")]
+
+
 def declared_torch_version(root: Path) -> Optional[Tuple[int, int]]:
     """The lowest torch version the project at `root` declares support for, if it says."""
     return declared_torch_range(root)[0]
@@ -263,7 +284,7 @@ def declared_torch_range(root: Path) -> Tuple[Optional[Tuple[int, int]], Optiona
     pyproject = root / "pyproject.toml"
     if pyproject.is_file():
         try:
-            data = _read_toml(pyproject)
+            data = _read_toml(pyproject, b"torch")
         except ConfigError:
             data = {}
         project = data.get("project", {})
@@ -271,7 +292,7 @@ def declared_torch_range(root: Path) -> Tuple[Optional[Tuple[int, int]], Optiona
         for extra in project.get("optional-dependencies", {}).values():
             deps += list(extra)
         specs += [d for d in deps if isinstance(d, str)]
-    for req in sorted(root.glob("requirements*.txt")):
+    for req in requirement_files(root):
         try:
             specs += req.read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:

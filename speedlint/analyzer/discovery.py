@@ -15,9 +15,7 @@ import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
-
-import pathspec
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 DEFAULT_EXCLUDES = (
     ".bzr", ".direnv", ".eggs", ".git", ".hg", ".mypy_cache", ".nox", ".pants.d", ".pytest_cache",
@@ -45,31 +43,72 @@ def exclude_patterns(exclude: Optional[Sequence[str]], extend_exclude: Sequence[
     return tuple(base) + tuple(extend_exclude)
 
 
+def _plain(pattern: str) -> bool:
+    """A pattern that is just a name (no slash, wildcard, negation or escape): it matches any path
+    with a component of that name, so a set answers it (`build`, `.venv`: every default)."""
+    return not any(c in pattern for c in "/*?[]!\\#") and pattern == pattern.strip()
+
+
+class _Patterns:
+    """Gitignore-style patterns, matched against posix paths relative to their folder. Names
+    alone (the defaults) are a set: no `pathspec` import, no regular expression per path."""
+
+    __slots__ = ("names", "spec")
+
+    def __init__(self, patterns: Tuple[str, ...]) -> None:
+        patterns = tuple(p for p in patterns if p.strip())
+        self.names: Optional[frozenset] = None
+        self.spec = None
+        if all(_plain(p) for p in patterns):
+            self.names = frozenset(patterns)
+        else:
+            import pathspec
+
+            self.spec = pathspec.GitIgnoreSpec.from_lines(patterns)
+
+    def match(self, rel: str, is_dir: bool) -> bool:
+        if self.names is not None:
+            return any(part in self.names for part in rel.split("/"))
+        return bool(self.spec.match_file(rel + "/" if is_dir else rel))  # type: ignore[union-attr]
+
+
 @lru_cache(maxsize=256)
-def _spec(patterns: Tuple[str, ...]) -> Optional[pathspec.PathSpec]:
+def _spec(patterns: Tuple[str, ...]) -> Optional[_Patterns]:
     patterns = tuple(p for p in patterns if p.strip())
-    return pathspec.GitIgnoreSpec.from_lines(patterns) if patterns else None
+    return _Patterns(patterns) if patterns else None
 
 
-def _load_gitignore(folder: Path) -> Optional[pathspec.PathSpec]:
-    path = folder / ".gitignore"
+def _load_gitignore(folder: str) -> Optional[_Patterns]:
     try:
-        return _spec(tuple(path.read_text(encoding="utf-8", errors="replace").splitlines()))
+        with open(os.path.join(folder, ".gitignore"), encoding="utf-8", errors="replace") as fh:
+            return _spec(tuple(fh.read().splitlines()))
     except OSError:
         return None
 
 
 @lru_cache(maxsize=4096)
-def _git_root(start: Path) -> Optional[Path]:
-    for folder in [start, *start.parents]:
-        if (folder / ".git").exists():
+def _git_root(start: str) -> Optional[str]:
+    folder = start
+    while True:
+        if os.path.exists(os.path.join(folder, ".git")):
             return folder
-    return None
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
 
 
 @lru_cache(maxsize=8192)
 def _resolved_folder(folder: Path) -> Path:
-    return folder.resolve()
+    """`folder.resolve()`, built on its parent's: one `lstat` per folder, not one per component."""
+    if folder.name in ("", ".", "..") or os.path.islink(folder):
+        return folder.resolve()
+    return _resolved_folder(folder.parent) / folder.name
+
+
+def resolve_folder(folder: Path) -> Path:
+    """`folder.resolve()`, each folder worked out once per run (see `resolve`)."""
+    return _resolved_folder(folder)
 
 
 def resolve(path: Path) -> Path:
@@ -81,12 +120,14 @@ def resolve(path: Path) -> Path:
     return _resolved_folder(path.parent) / path.name
 
 
-def _relative(path: Path, root: Path) -> str:
-    """`path` relative to `root` (posix); just the name when it lies outside."""
-    try:
-        return path.relative_to(root).as_posix()
-    except ValueError:
-        return path.name
+def _relative(path: str, root: str) -> str:
+    """`path` relative to `root` (both resolved; posix); just the name when it lies outside."""
+    if path == root:
+        return ""
+    if path.startswith(root.rstrip(os.sep) + os.sep):
+        rel = path[len(root.rstrip(os.sep)) + 1:]
+        return rel.replace(os.sep, "/") if os.sep != "/" else rel
+    return os.path.basename(path)
 
 
 def matches_excludes(path: Path, is_dir: bool, patterns: Sequence[str], root: Path) -> bool:
@@ -94,10 +135,39 @@ def matches_excludes(path: Path, is_dir: bool, patterns: Sequence[str], root: Pa
     spec = _spec(tuple(patterns))
     if spec is None:
         return False
-    rel = _relative(resolve(path), _resolved_folder(root.absolute()))
+    rel = _relative(str(resolve(path)), str(_resolved_folder(root.absolute())))
     if rel in ("", "."):
         return False
-    return spec.match_file(rel + ("/" if is_dir else ""))
+    return spec.match(rel, is_dir)
+
+
+class _Folder:
+    """What the walk knows about one folder, worked out once for all its entries: where it
+    really is, its excludes and the path prefix they see, and the `.gitignore` files above it."""
+
+    __slots__ = ("real", "excludes", "prefix", "excluded_above", "gitignores", "in_git")
+
+    def __init__(self, real: str, excludes: Optional[_Patterns], prefix: Optional[str], gitignores: List[Tuple[_Patterns, str]], in_git: bool) -> None:
+        self.real = real  # resolved
+        self.in_git = in_git  # inside a git checkout (only then do .gitignore files apply)
+        self.excludes = excludes
+        self.prefix = prefix  # the folder relative to the excludes' root + "/" ("" at the root; None outside it)
+        # names alone: a folder between the root and here that matches excludes all below it
+        self.excluded_above = bool(excludes is not None and excludes.names is not None and prefix and excludes.match(prefix[:-1], True))
+        self.gitignores = gitignores  # (patterns, this folder relative to the .gitignore's folder + "/")
+
+    def excluded(self, name: str, is_dir: bool) -> bool:
+        spec = self.excludes
+        if spec is not None:
+            if spec.names is not None:
+                if self.excluded_above or name in spec.names:
+                    return True
+            elif spec.match(name if self.prefix is None else self.prefix + name, is_dir):
+                return True
+        for patterns, prefix in self.gitignores:
+            if patterns.match(prefix + name, is_dir):
+                return True
+        return False
 
 
 class _Ignorer:
@@ -106,41 +176,60 @@ class _Ignorer:
     def __init__(self, excludes_for: ExcludesFor, respect_gitignore: bool) -> None:
         self.excludes_for = excludes_for
         self.respect_gitignore = respect_gitignore
-        self._gitignores: Dict[Path, Optional[pathspec.PathSpec]] = {}
-        self._by_folder: Dict[Path, Tuple[Sequence[str], Path]] = {}
+        self._gitignores: Dict[str, Optional[_Patterns]] = {}
+        self._by_folder: Dict[str, Tuple[Sequence[str], Path]] = {}
 
-    def _gitignore(self, folder: Path) -> Optional[pathspec.PathSpec]:
+    def _gitignore(self, folder: str) -> Optional[_Patterns]:
         if folder not in self._gitignores:
             self._gitignores[folder] = _load_gitignore(folder)
         return self._gitignores[folder]
 
     def _excludes(self, folder: Path) -> Tuple[Sequence[str], Path]:
-        if folder not in self._by_folder:
-            self._by_folder[folder] = self.excludes_for(folder)
-        return self._by_folder[folder]
+        key = str(folder)
+        if key not in self._by_folder:
+            self._by_folder[key] = self.excludes_for(folder)
+        return self._by_folder[key]
 
     def config_excluded(self, path: Path, is_dir: bool) -> bool:
         patterns, root = self._excludes(path.parent)
         return matches_excludes(path, is_dir, patterns, root)
 
-    def excluded(self, path: Path, is_dir: bool) -> bool:
-        if self.config_excluded(path, is_dir):
-            return True
-        if not self.respect_gitignore:
-            return False
-        resolved = resolve(path)
-        git_root = _git_root(resolved.parent)
-        if git_root is None:
-            return False
-        for folder in [resolved.parent, *resolved.parent.parents]:
-            spec = self._gitignore(folder)
-            if spec is not None:
-                rel = resolved.relative_to(folder).as_posix() + ("/" if is_dir else "")
-                if spec.match_file(rel):
-                    return True
-            if folder == git_root:
-                break
-        return False
+    def folder(self, folder: str, real: str, parent: Optional[_Folder] = None, names: Sequence[str] = ()) -> _Folder:
+        """The walk's view of `folder` (as given), whose resolved path is `real`. Below the top,
+        `parent` is its folder's and `names` its entries: the .gitignore files come from them."""
+        patterns, root = self._excludes(Path(folder))
+        excludes = _spec(tuple(patterns))
+        prefix: Optional[str] = None
+        if excludes is not None:
+            base = str(_resolved_folder(root.absolute()))
+            if real == base or real.startswith(base.rstrip(os.sep) + os.sep):
+                rel = _relative(real, base)
+                prefix = rel + "/" if rel else ""
+        gitignores: List[Tuple[_Patterns, str]] = []
+        if parent is not None:
+            in_git = parent.in_git or ".git" in names
+            if self.respect_gitignore and in_git:
+                own = self._gitignore(real) if ".gitignore" in names else None
+                gitignores = [(own, "")] if own is not None else []
+                if ".git" not in names:  # the checkout goes on above: so do its .gitignore files
+                    step = os.path.basename(real) + "/"
+                    gitignores += [(spec, step + rel) for spec, rel in parent.gitignores]
+            return _Folder(real, excludes, prefix, gitignores, in_git)
+        git_root = _git_root(real)
+        if self.respect_gitignore:
+            level, rel = real, ""
+            while git_root is not None:
+                spec = self._gitignore(level)
+                if spec is not None:
+                    gitignores.append((spec, rel))
+                if level == git_root:
+                    break
+                up = os.path.dirname(level)
+                if up == level:
+                    break
+                rel = os.path.basename(level) + "/" + rel
+                level = up
+        return _Folder(real, excludes, prefix, gitignores, git_root is not None)
 
 
 def _fixed_excludes(exclude: Optional[Sequence[str]], root: Optional[Path]) -> ExcludesFor:
@@ -164,6 +253,7 @@ def discover(
     """
     result = Discovery()
     _resolved_folder.cache_clear()  # what the file system looked like in an earlier run
+    _git_root.cache_clear()
     ignorer = _Ignorer(excludes_for or _fixed_excludes(exclude, root), respect_gitignore)
     seen = set()
     for raw in paths:
@@ -174,39 +264,47 @@ def discover(
         if path.is_file():
             if force_exclude and ignorer.config_excluded(path.absolute(), False):
                 continue
-            key = resolve(path)
+            key = str(resolve(path))
             if key not in seen:
                 seen.add(key)
                 result.files.append(path)
             continue
         if force_exclude and ignorer.config_excluded(path.absolute(), True):
             continue
-        for file in _walk(path, ignorer):
-            key = resolve(file)
-            if key not in seen:
-                seen.add(key)
-                result.files.append(file)
+        for name, real in walk(str(path), ignorer):
+            if real not in seen:
+                seen.add(real)
+                result.files.append(Path(name))
     return result
 
 
-def _walk(top: Path, ignorer: _Ignorer) -> Iterable[Path]:
-    stack = [top]
+def _checked(name: str) -> bool:
+    return name.endswith(CHECKED_SUFFIXES)
+
+
+def walk(top: str, ignorer: _Ignorer, accept: Callable[[str], bool] = _checked) -> Iterator[Tuple[str, str]]:
+    """(path, resolved path) of the files under `top` whose name `accept`s (by default the
+    Python files and notebooks), in sorted order, folder by folder: strings and `os.scandir`
+    entries, the exclusion rules worked out once per folder."""
+    stack: List[Tuple[str, str, Optional[_Folder]]] = [(top, os.path.realpath(top), None)]
     while stack:
-        folder = stack.pop()
+        folder, real, parent = stack.pop()
         try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
         except OSError:
             continue
+        here = ignorer.folder(folder, real, parent, [e.name for e in entries] if parent is not None else ())
         subdirs = []
         for entry in entries:
-            path = Path(entry.path)
+            name = entry.name
             try:
                 is_dir = entry.is_dir()
             except OSError:
                 continue
             if is_dir:
-                if not entry.is_symlink() and not ignorer.excluded(path, True):
-                    subdirs.append(path)
-            elif entry.name.endswith(CHECKED_SUFFIXES) and not ignorer.excluded(path, False):
-                yield path
+                if not entry.is_symlink() and not here.excluded(name, True):
+                    subdirs.append((entry.path, os.path.join(real, name), here))
+            elif accept(name) and not here.excluded(name, False):
+                yield entry.path, os.path.realpath(entry.path) if entry.is_symlink() else os.path.join(real, name)
         stack.extend(reversed(subdirs))

@@ -25,6 +25,7 @@ from speedlint.analyzer.config import Settings
 from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.providers.walk import indexed, visitor_methods
 from speedlint.analyzer.providers.walk import visit_batched as fast_visit_batched
+from speedlint.analyzer.findings import FileResult, Profile  # noqa: F401 - re-exported
 from speedlint.analyzer.rule import Diagnostic, Edit, Finding, Rule
 from speedlint.analyzer.sources import Source
 from speedlint.analyzer.textscan import FIRST_ARG_GROWERS, has_word, has_word_then, may_grow, may_use_gpu, word_ends
@@ -36,46 +37,12 @@ if TYPE_CHECKING:  # pragma: no cover - `ast` is imported lazily where it is nee
 
 
 @dataclass
-class FileResult:
-    path: str
-    findings: List[Finding] = field(default_factory=list)
-    diagnostics: List[Diagnostic] = field(default_factory=list)
-    source: Optional[str] = None  # the text checked (for snippets); None when unread
-    parsed: bool = False
-
-
-@dataclass
 class Analysis:
     """A parsed file with its findings, still tied to the tree (for the fix engine)."""
 
     ctx: Optional[FileContext]
     findings: List[Finding]
     diagnostics: List[Diagnostic] = field(default_factory=list)
-
-
-@dataclass
-class Profile:
-    """Seconds per phase and per rule, summed over files (`--profile-rules`)."""
-
-    phases: Dict[str, float] = field(default_factory=dict)
-    rules: Dict[str, float] = field(default_factory=dict)
-    files: int = 0
-    parsed: int = 0
-    cached: int = 0  # files answered from the cache
-    workers: int = 0  # worker processes used (0: in-process)
-    wall: float = 0.0  # wall seconds of the whole run (phases are summed over processes)
-
-    def add(self, phase: str, seconds: float) -> None:
-        self.phases[phase] = self.phases.get(phase, 0.0) + seconds
-
-    def merge(self, other: "Profile") -> None:
-        for k, v in other.phases.items():
-            self.add(k, v)
-        for k, v in other.rules.items():
-            self.rules[k] = self.rules.get(k, 0.0) + v
-        self.files += other.files
-        self.parsed += other.parsed
-        self.cached += other.cached
 
 
 #: Methods that convert a tensor without arguments (`torch.tensor(x).long().cuda()`): looked

@@ -20,7 +20,8 @@ from libcst.codemod.visitors import AddImportsVisitor
 
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.engine import analyze_text
-from speedlint.analyzer.rule import UNSAFE, Diagnostic, Finding, Fix, Rule
+from speedlint.analyzer.findings import allowed, unsafe_left
+from speedlint.analyzer.rule import Diagnostic, Finding, Rule
 from speedlint.analyzer.suppress import apply_suppressions
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,12 +46,6 @@ class FixOutcome:
     @property
     def changed(self) -> bool:
         return self.fixed != self.original
-
-
-def allowed(fix: Optional[Fix], unsafe: bool) -> bool:
-    if fix is None or not fix.applicable:
-        return False
-    return fix.applicability is not UNSAFE or unsafe
 
 
 class _Replacer(cst.CSTTransformer):
@@ -128,13 +123,16 @@ def fix_text(
     settings: Settings,
     unsafe: bool = False,
     seeds: "Optional[FileSeeds]" = None,
+    enabled: Optional[Sequence[Type[Rule]]] = None,
 ) -> FixOutcome:
-    """Fix `text` to a fixed point. Never raises for bad input; never returns unparsable code."""
+    """Fix `text` to a fixed point. Never raises for bad input; never returns unparsable code.
+
+    `enabled`: the rules the pre-look leaves on `text`, when already decided (the first round's)."""
     outcome = FixOutcome(path, text, text)
     current = text
     failed_fixers: Set[int] = set()
     for _ in range(MAX_ROUNDS):
-        analysis = analyze_text(current, path, rules, settings, seeds=seeds)
+        analysis = analyze_text(current, path, rules, settings, seeds=seeds, enabled=enabled if current is text else None)
         if analysis.diagnostics and current is text:
             outcome.diagnostics.extend(analysis.diagnostics)
             return outcome
@@ -184,7 +182,5 @@ def fix_text(
         outcome.remaining = apply_suppressions(final.findings, current, settings, path)
     outcome.fixed = current
     outcome.config_fixes = [f for f in outcome.remaining if f.fix is not None and f.fix.config_edits and allowed(f.fix, unsafe)]  # type: ignore[misc]
-    outcome.unsafe_available = sum(
-        1 for f in outcome.remaining if f.fix is not None and f.fix.applicable and f.fix.applicability is UNSAFE and not unsafe
-    )
+    outcome.unsafe_available = unsafe_left(outcome.remaining, unsafe)
     return outcome

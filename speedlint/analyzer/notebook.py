@@ -48,7 +48,7 @@ from json.decoder import scanstring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Type, Union
 
-from speedlint.analyzer.rule import Diagnostic, Finding
+from speedlint.analyzer.findings import Diagnostic, Finding
 from speedlint.analyzer.sources import SourceError, decode
 
 if TYPE_CHECKING:  # pragma: no cover

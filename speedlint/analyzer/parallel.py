@@ -1,4 +1,4 @@
-"""Checking many files: cache look-up, pre-filter, then the files that need parsing, in parallel.
+"""Checking (or fixing) many files: program phase, cache look-up, then the files left, in parallel.
 
 The parent process reads each file once, hashes its bytes, and answers it from the cache when it
 can (without a cache, `--no-cache`, there is nothing to look up: it reads nothing). The files
@@ -7,6 +7,10 @@ pre-filter there (a file none of the enabled rules could fire on is done: never 
 in-process for a handful (start-up would dominate), else in a pool of worker processes (`fork`
 where the platform has it, so the workers inherit the already-imported rules; nothing heavy is
 imported, never torch).
+
+`process_files` runs a `CheckWork` on each file: checking by default; `speedlint fix` passes
+`rewrite.FixWork` (fix in the worker, write in the parent), so both commands share the program
+phase, the cache look-up, the pool, its fallback when a worker dies, and the ordering.
 
 Results are identical to a serial run and come back in discovery order: each file has its slot,
 whatever order the workers finish in. The parent keeps no texts (its memory stays flat); workers
@@ -23,14 +27,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Type
 
 from speedlint.analyzer.config import Settings
-from speedlint.analyzer.engine import FileResult, Profile, analyze_text
+from speedlint.analyzer.findings import Diagnostic, FileResult, Profile
 from speedlint.analyzer.notebook import NOTEBOOK_SUFFIX, checked_text, locate_chains
 from speedlint.analyzer.program import FileSeeds
-from speedlint.analyzer.rule import Diagnostic, Rule
 from speedlint.analyzer.sources import SourceError, read_source
 
 if TYPE_CHECKING:  # pragma: no cover
-    from speedlint.analyzer.cache import ResultCache
+    from speedlint.analyzer.cache import CachedResult, ResultCache
+    from speedlint.analyzer.rule import Rule
 
 #: The files that take part in the whole-program model: modules and notebooks.
 _PROGRAM_SUFFIXES = (".py", NOTEBOOK_SUFFIX)
@@ -50,6 +54,7 @@ class Job:
     size: int
     seeds: Optional[FileSeeds] = None  # what the whole program says about this file
     hint: Optional[Tuple[str, ...]] = None  # the rules its pre-look left (already decided), if known
+    digest: Optional[str] = None  # the hash of the text `hint` was decided on (a changed file is looked at anew)
 
 
 def default_jobs() -> int:
@@ -72,7 +77,7 @@ def read_bytes(path: str) -> bytes:
 _RULES_BY_CODE: Dict[str, Type[Rule]] = {}
 
 
-def _rules(codes: Sequence[str]) -> List[Type[Rule]]:
+def rules_by_code(codes: Sequence[str]) -> List[Type[Rule]]:
     if not _RULES_BY_CODE:
         from speedlint.analyzer.registry import all_rules
 
@@ -86,6 +91,7 @@ def analyze_job(job: Job, profile: Optional[Profile]) -> Tuple[FileResult, Optio
     Never raises: an unreadable file or a crash in a rule becomes a diagnostic for that file.
     """
     from speedlint.analyzer.cache import content_hash
+    from speedlint.analyzer.engine import analyze_text
     from speedlint.analyzer.suppress import apply_suppressions
 
     digest = None
@@ -100,8 +106,8 @@ def analyze_job(job: Job, profile: Optional[Profile]) -> Tuple[FileResult, Optio
         if profile is not None:
             profile.add("read", time.perf_counter() - t)
     try:
-        enabled = _rules(job.hint) if job.hint is not None else None
-        analysis = analyze_text(text, job.shown, _rules(job.codes), job.settings, profile, seeds=job.seeds, enabled=enabled)
+        enabled = rules_by_code(job.hint) if job.hint is not None and digest == job.digest else None
+        analysis = analyze_text(text, job.shown, rules_by_code(job.codes), job.settings, profile, seeds=job.seeds, enabled=enabled)
         t = time.perf_counter()
         findings = [f.portable() for f in apply_suppressions(analysis.findings, text, job.settings, job.shown)]
         if profile is not None and analysis.findings:
@@ -150,12 +156,12 @@ def _init_worker() -> None:
     gc.set_threshold(50_000, 50, 100)
 
 
-def _work(jobs: List[Job], profiling: bool) -> Tuple[List[Tuple[int, FileResult, Optional[str]]], Optional[Profile]]:
+def _work(jobs: List[Job], profiling: bool, work: "CheckWork") -> Tuple[List[Tuple[int, Any, Optional[str]]], Optional[Profile]]:
     """The worker's task: a chunk of files."""
     profile = Profile() if profiling else None
     out = []
     for job in jobs:
-        result, digest = analyze_job(job, profile)
+        result, digest = work.run(job, profile)
         out.append((job.index, result, digest))
     return out, profile
 
@@ -175,7 +181,7 @@ def _summarize(items: List[Tuple[int, str, Tuple[str, ...]]]) -> List[Tuple[int,
             out.append((index, None, None, None))
             continue
         try:
-            summary, enabled = summarize_and_prelook(text, _rules(codes))
+            summary, enabled = summarize_and_prelook(text, rules_by_code(codes))
         except Exception:  # a bug here must not stop the run: the file is analysed as before
             summary, enabled = None, None
         if notebook is not None:
@@ -187,6 +193,15 @@ def _summarize(items: List[Tuple[int, str, Tuple[str, ...]]]) -> List[Tuple[int,
     return out
 
 
+@dataclass
+class ProgramFacts:
+    """What the program phase learnt, by index in the run's files."""
+
+    seeds: Dict[int, FileSeeds]  # the files the program makes hot
+    hints: Dict[int, Tuple[str, ...]]  # files summarised now: the rules their pre-look leaves
+    digests: Dict[int, str]  # the content hash of each file read (the text seeds and hints come from)
+
+
 def program_seeds(
     files: Sequence[Tuple[Path, str]],
     cache: Optional["ResultCache"],
@@ -194,11 +209,12 @@ def program_seeds(
     profile: Optional[Profile] = None,
     codes: Optional[Sequence[Tuple[str, ...]]] = None,
     config_files: Sequence[str] = (),
-) -> Tuple[Dict[int, FileSeeds], Dict[int, Tuple[str, ...]]]:
+) -> ProgramFacts:
     """Link the whole program (`speedlint.analyzer.program`): each file's summary (from the cache
     by content hash, else computed in the pool), then hotness along the call graph. Returns the
-    seeds of the files the program makes hot, by index in `files`, and, for the files summarised
-    now, the rules (of `codes`, each file's enabled rules) that their pre-look leaves."""
+    seeds of the files the program makes hot, by index in `files`, for the files summarised now
+    the rules (of `codes`, each file's enabled rules) that their pre-look leaves, and the content
+    hash of every file read (with a cache, the parent reads and hashes every file, once)."""
     from speedlint.analyzer.cache import content_hash
     from speedlint.analyzer.program import link
 
@@ -208,6 +224,7 @@ def program_seeds(
     todo: List[Tuple[int, str, Tuple[str, ...]]] = []
     sizes: Dict[int, int] = {}
     digests: Dict[int, str] = {}
+    key = ""
     if cache is not None:  # an unchanged program: its link is answered from the cache too
         for index, (path, _) in enumerate(files):
             if path.suffix in _PROGRAM_SUFFIXES:
@@ -215,12 +232,13 @@ def program_seeds(
                     digests[index] = content_hash(read_bytes(str(path)))
                 except (SourceError, OSError):
                     continue
-        linked = cache.load_program(_program_key(files, digests, config_files))
+        key = _program_key(files, digests, config_files)
+        linked = cache.load_program(key)
         if linked is not None:
             index_of = {shown: i for i, (_, shown) in enumerate(files)}
             if profile is not None:
                 profile.add("program link", time.perf_counter() - t)
-            return {index_of[shown]: s for shown, s in linked.items() if shown in index_of}, {}
+            return ProgramFacts({index_of[shown]: s for shown, s in linked.items() if shown in index_of}, {}, digests)
     for index, (path, _) in enumerate(files):
         if path.suffix not in _PROGRAM_SUFFIXES:
             continue
@@ -250,23 +268,27 @@ def program_seeds(
                 for chunk in pool.map(_summarize, [p for p in parts if p]):
                     done.extend(chunk)
         for index, digest, summary, enabled in done:
+            if digest is None:
+                continue
             if summary is not None:
                 summaries[index] = summary
-                if cache is not None and digest is not None:
+                if cache is not None:
                     cache.summaries.put(digest, summary)
+            if digests.setdefault(index, digest) != digest:
+                continue  # changed since the parent read it: its pre-look is not the parent's text
             if enabled is not None and codes is not None:
                 hints[index] = enabled
     t1 = time.perf_counter()
     by_shown = link([(os.path.abspath(files[i][0]), files[i][1], s) for i, s in sorted(summaries.items())], config_files)
     locate_chains(by_shown, {files[i][1]: s["cells"] for i, s in summaries.items() if "cells" in s})
     if cache is not None:
-        cache.save_program(_program_key(files, digests, config_files), by_shown)
+        cache.save_program(key, by_shown)
     index_of = {shown: i for i, (_, shown) in enumerate(files)}
     seeds = {index_of[shown]: s for shown, s in by_shown.items() if shown in index_of}
     if profile is not None:
         profile.add("program summaries + pre-look", t1 - t)
         profile.add("program link", time.perf_counter() - t1)
-    return seeds, hints
+    return ProgramFacts(seeds, hints, digests)
 
 
 def _program_key(files: Sequence[Tuple[Path, str]], digests: Dict[int, str], config_files: Sequence[str] = ()) -> str:
@@ -318,13 +340,15 @@ def _context():  # type: ignore[no-untyped-def]
     return multiprocessing.get_context("spawn")
 
 
-def run_jobs(jobs: List[Job], workers: int, profile: Optional[Profile]) -> Dict[int, Tuple[FileResult, Optional[str]]]:
-    """Analyse `jobs` in a pool of `workers` processes (in-process when that is cheaper)."""
-    done: Dict[int, Tuple[FileResult, Optional[str]]] = {}
+def run_jobs(jobs: List[Job], workers: int, profile: Optional[Profile], work: "Optional[CheckWork]" = None) -> Dict[int, Tuple[Any, Optional[str]]]:
+    """Run `work` (checking, by default) on `jobs` in a pool of `workers` processes (in-process
+    when that is cheaper); returns each job's result and the hash of the text it read."""
+    work = work or CHECK
+    done: Dict[int, Tuple[Any, Optional[str]]] = {}
     total = sum(j.size for j in jobs)
     if workers <= 1 or len(jobs) < MIN_PARALLEL_FILES or total < MIN_PARALLEL_BYTES:
         for job in jobs:
-            done[job.index] = analyze_job(job, profile)
+            done[job.index] = work.run(job, profile)
         return done
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
@@ -335,7 +359,7 @@ def run_jobs(jobs: List[Job], workers: int, profile: Optional[Profile]) -> Dict[
         profile.workers = workers
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=_init_worker) as pool:
-            futures = [pool.submit(_work, chunk, profile is not None) for chunk in chunks]
+            futures = [pool.submit(_work, chunk, profile is not None, work) for chunk in chunks]
             for future in futures:
                 results, worker_profile = future.result()
                 for index, result, digest in results:
@@ -345,113 +369,148 @@ def run_jobs(jobs: List[Job], workers: int, profile: Optional[Profile]) -> Dict[
     except BrokenProcessPool:  # a worker died (killed, out of memory): finish in-process
         for job in jobs:
             if job.index not in done:
-                done[job.index] = analyze_job(job, profile)
+                done[job.index] = work.run(job, profile)
     return done
 
 
-# -- the whole check ------------------------------------------------------------------------------
+# -- the whole run --------------------------------------------------------------------------------
 def _keyed(digest: str, seeds: Optional[FileSeeds]) -> str:
     """A file's cache key: its content, and what the program says about it (a file's findings
     change when a file it depends on changes how hot it is)."""
     return digest if seeds is None else f"{digest}+{seeds.digest()}"
 
 
-def check_files(
+class CheckWork:
+    """What `process_files` does with each file: check it. `speedlint.analyzer.rewrite.FixWork`
+    fixes it instead, through the same program phase, cache look-up and pool."""
+
+    #: whether the results are findings to keep in the cache
+    store = True
+
+    def run(self, job: Job, profile: Optional[Profile]) -> Tuple[Any, Optional[str]]:
+        """Where the file is analysed (a worker, or the parent): its result, and the hash of what was read."""
+        return analyze_job(job, profile)
+
+    def nothing(self, shown: str) -> Any:
+        """The result of a file none of its enabled rules can fire on."""
+        return FileResult(shown)
+
+    def unreadable(self, shown: str, message: str) -> Any:
+        return FileResult(shown, diagnostics=[Diagnostic(shown, message)])
+
+    def needs_source(self, hit: "CachedResult") -> bool:
+        return bool(hit.findings)  # the reports show the flagged lines
+
+    def cached(self, shown: str, hit: "CachedResult", settings: Settings, source: Optional[str]) -> Any:
+        """The result from the cache entry of the file (None: the file must be looked at anyway)."""
+        return FileResult(shown, hit.findings, hit.diagnostics, source, hit.parsed)
+
+
+CHECK = CheckWork()
+
+
+def _text_if_unchanged(path: str, digest: str, shown: str) -> Optional[str]:
+    """The text of the file when its content still has `digest` (else None: analyse it anew)."""
+    from speedlint.analyzer.cache import content_hash
+
+    try:
+        data = read_bytes(path)
+        return checked_text(data, path)[0] if content_hash(data) == digest else None  # (a notebook: its analysed text)
+    except SourceError:
+        return None
+
+
+def process_files(
     files: Sequence[Tuple[Path, str]],
     settings_for,  # type: ignore[no-untyped-def]
-    rules_for,  # type: ignore[no-untyped-def]
+    codes_for,  # type: ignore[no-untyped-def]
     cache_root: Optional[Path],
     profile: Optional[Profile] = None,
     jobs: Optional[int] = None,
     config_files: Sequence[str] = (),
-) -> Tuple[List[FileResult], List[str]]:
-    """Check `files` ((path, display path) pairs); returns results in that order, and warnings."""
+    work: CheckWork = CHECK,
+) -> Tuple[List[Any], List[str]]:
+    """Run `work` on `files` ((path, display path) pairs): the program phase, then each file from
+    the cache when its entry answers, else in the pool. Returns the results in the order of
+    `files` (whatever order the workers finish in), and warnings."""
     from speedlint.analyzer.cache import ResultCache, content_hash
 
     start = time.perf_counter()
     cache = ResultCache(cache_root) if cache_root is not None else None
     workers = jobs if jobs is not None else default_jobs()
-    results: List[Optional[FileResult]] = [None] * len(files)
+    results: List[Any] = [None] * len(files)
     pending: List[Job] = []
     buckets = {}
-    digests: Dict[int, str] = {}
-    per_file: List[Tuple[str, Optional[str], Tuple[str, ...]]] = []  # each file's bucket key
-    by_folder: Dict[Path, Tuple[Settings, Tuple[str, ...], Tuple[str, Optional[str], Tuple[str, ...]]]] = {}
-    settings_of: List[Tuple[Settings, Tuple[str, ...], Tuple[str, Optional[str], Tuple[str, ...]]]] = []
+    stored: Dict[int, str] = {}  # index -> the key its result is cached under
+    Planned = Tuple[Settings, Tuple[str, ...], Tuple[str, Optional[str], Tuple[str, ...]]]
+    by_folder: Dict[str, Planned] = {}
+    by_settings: Dict[Settings, Planned] = {}
+    settings_of: List[Planned] = []
     for path, _ in files:
-        folder = path.parent
+        folder = os.path.dirname(path)
         if folder not in by_folder:
             settings = settings_for(path)
-            codes = tuple(r.code for r in rules_for(settings))
-            by_folder[folder] = (settings, codes, (settings.fingerprint() if cache is not None else "", settings.root, codes))
+            if settings not in by_settings:
+                codes = tuple(codes_for(settings))
+                by_settings[settings] = (settings, codes, (settings.fingerprint() if cache is not None else "", settings.root, codes))
+            by_folder[folder] = by_settings[settings]
         settings_of.append(by_folder[folder])
-    seeds, hints = program_seeds(files, cache, workers, profile, [c for _, c, _ in settings_of], config_files)
+    cwd = os.getcwd()
+    program = program_seeds(files, cache, workers, profile, [c for _, c, _ in settings_of], config_files)
     t_read = t_cache = 0.0
     for index, (path, shown) in enumerate(files):
         settings, codes, key = settings_of[index]
-        per_file.append(key)
-        hint = hints.get(index) if index not in seeds else None
-        t0 = time.perf_counter()
-        if cache is None:
-            if hint == ():
-                results[index] = FileResult(shown)  # the pre-look of the summary phase: nothing can fire
-                continue
-            # nothing to look up: whoever analyses the file reads it (the workers, in parallel)
-            try:
-                size = os.path.getsize(path)
-            except OSError:
-                size = 0  # reading it will say what is wrong
-            pending.append(Job(index, str(path), shown, settings, codes, size, seeds.get(index), hint))
-            t_read += time.perf_counter() - t0
-            continue
-        try:
-            data = read_bytes(str(path))
-        except SourceError as exc:
-            results[index] = FileResult(shown, diagnostics=[Diagnostic(shown, str(exc))])
-            continue
-        digest = _keyed(content_hash(data), seeds.get(index))
-        t1 = time.perf_counter()
-        t_read += t1 - t0
-        bucket = None
+        seeds = program.seeds.get(index)
+        hint = program.hints.get(index) if seeds is None else None
+        raw = program.digests.get(index)
+        name = str(path)
         if cache is not None:
+            t0 = time.perf_counter()
+            if raw is None:  # not read by the program phase (a stub file)
+                try:
+                    raw = content_hash(read_bytes(name))
+                except SourceError as exc:
+                    results[index] = work.unreadable(shown, str(exc))
+                    continue
+            t1 = time.perf_counter()
+            t_read += t1 - t0
+            digest = _keyed(raw, seeds)
             bucket = buckets.get(key)
             if bucket is None:
                 bucket = buckets[key] = cache.bucket(*key)
-            hit = bucket.get(os.path.abspath(path), digest, shown)
+            hit = bucket.get(os.path.normpath(os.path.join(cwd, name)), digest, shown)  # its absolute path
             if hit is not None:
-                source = None
-                if hit.findings:
-                    try:
-                        source = checked_text(data, path)[0]
-                    except SourceError:
-                        source = None
-                results[index] = FileResult(shown, hit.findings, hit.diagnostics, source, hit.parsed)
-                cache.hits += 1
-                t_cache += time.perf_counter() - t1
-                continue
+                source = _text_if_unchanged(name, raw, shown) if work.needs_source(hit) else None
+                answer = work.cached(shown, hit, settings, source) if source is not None or not work.needs_source(hit) else None
+                if answer is not None:
+                    results[index] = answer
+                    cache.hits += 1
+                    t_cache += time.perf_counter() - t1
+                    continue
             cache.misses += 1
+            stored[index] = digest
             t_cache += time.perf_counter() - t1
-        digests[index] = digest
         if hint == ():
-            results[index] = FileResult(shown)  # the pre-look of the summary phase: nothing can fire
+            results[index] = work.nothing(shown)  # the pre-look of the summary phase: nothing can fire
             continue
-        # a miss: whoever analyses it re-reads it (the parent keeps no texts: its memory stays flat)
-        pending.append(Job(index, str(path), shown, settings, codes, len(data), seeds.get(index), hint))
-    done = run_jobs(pending, workers, profile)
+        try:
+            size = os.path.getsize(name)
+        except OSError:
+            size = 0  # reading it will say what is wrong
+        # whoever analyses the file reads it (the parent keeps no texts: its memory stays flat)
+        pending.append(Job(index, name, shown, settings, codes, size, seeds, hint, raw))
+    done = run_jobs(pending, workers, profile, work)
     for index, (result, digest) in done.items():
         results[index] = result
-        digest = _keyed(digest, seeds.get(index)) if digest is not None else None
-        if digest is not None and digest != digests.get(index):
-            digests[index] = digest  # the file changed between the two reads: cache what was analysed
+        if index in stored and digest is not None:
+            stored[index] = _keyed(digest, program.seeds.get(index))  # what was analysed, if it changed meanwhile
     warnings: List[str] = []
-    if cache is not None:
+    if cache is not None and work.store:
         t3 = time.perf_counter()
-        for index, (path, _) in enumerate(files):
+        for index, digest in stored.items():
             result = results[index]
-            if index not in digests or result is None:
-                continue
-            bucket = buckets[per_file[index]]
-            bucket.put(os.path.abspath(path), digests[index], result.findings, result.diagnostics, result.parsed)
+            if result is not None:
+                buckets[settings_of[index][2]].put(os.path.normpath(os.path.join(cwd, files[index][0])), digest, result.findings, result.diagnostics, result.parsed)
         warnings = cache.save()
         t_cache += time.perf_counter() - t3
     if profile is not None:
@@ -461,4 +520,4 @@ def check_files(
             profile.cached = cache.hits
         profile.files = len(files)
         profile.wall = time.perf_counter() - start
-    return [r if r is not None else FileResult(files[i][1]) for i, r in enumerate(results)], warnings
+    return [r if r is not None else work.nothing(files[i][1]) for i, r in enumerate(results)], warnings

@@ -731,6 +731,8 @@ class FileSeeds:
     gpu: bool = False
     #: other facts the rules ask about the project (see `Program.project_facts`)
     project: Dict[str, Any] = field(default_factory=dict)
+    #: `digest()`, once known (the program cache keeps it next to the seeds)
+    known_digest: Optional[str] = field(default=None, compare=False, repr=False)
 
     @property
     def kinds(self) -> Set[str]:
@@ -738,11 +740,13 @@ class FileSeeds:
 
     def digest(self) -> str:
         """What the file's findings depend on (part of its cache key)."""
-        import hashlib
+        if self.known_digest is None:
+            import hashlib
 
-        import json
+            import json
 
-        return hashlib.sha1(json.dumps(self.to_json(), sort_keys=True, default=repr).encode()).hexdigest()[:16]
+            self.known_digest = hashlib.sha1(json.dumps(self.to_json(), sort_keys=True, default=repr).encode()).hexdigest()[:16]
+        return self.known_digest
 
     def to_json(self) -> List[Any]:
         return [

@@ -1,4 +1,5 @@
-"""The rule unit: `Rule` (a LibCST batchable visitor), and the small frozen types it reports.
+"""The rule unit: `Rule` (a LibCST batchable visitor) and `Fix`; the small frozen types it reports
+(`Finding`, `Impact`, ...) are defined in `speedlint.analyzer.findings` and re-exported here.
 
 A rule is a pure detector. It reads the tree and the shared per-file facts on `self.ctx` and calls
 `self.report(...)`. It never prints, opens files or edits: the engine turns reports into
@@ -7,82 +8,37 @@ A rule is a pure detector. It reads the tree and the shared per-file facts on `s
 
 from __future__ import annotations
 
-import enum
 import inspect
 import re
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, Sequence, Tuple, Union
 
 import libcst as cst
 
+# The reported types live in `findings` (no LibCST: what the cache and the reports read); rules
+# import them from here, next to `Rule` and `Fix`.
+from speedlint.analyzer.findings import (  # noqa: F401 - re-exported
+    DISPLAY_ONLY,
+    HIGH,
+    LEVEL_NAMES,
+    LOW,
+    MEDIUM,
+    SAFE,
+    UNSAFE,
+    Applicability,
+    Diagnostic,
+    Edit,
+    Finding,
+    FixSummary,
+    Impact,
+    ImportSpec,
+    Status,
+)
+
 if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.context import FileContext
     from speedlint.analyzer.program import FileSeeds
-
-
-class Applicability(str, enum.Enum):
-    """How far a fix can be trusted.
-
-    `safe` keeps the program's results; `unsafe` may change numerics, resources or behaviour and
-    needs `--unsafe-fixes`; `display-only` is advice that is shown and never applied.
-    """
-
-    SAFE = "safe"
-    UNSAFE = "unsafe"
-    DISPLAY_ONLY = "display-only"
-
-    def __str__(self) -> str:  # pragma: no cover - trivial
-        return self.value
-
-
-SAFE = Applicability.SAFE
-UNSAFE = Applicability.UNSAFE
-DISPLAY_ONLY = Applicability.DISPLAY_ONLY
-
-
-class Status(str, enum.Enum):
-    STABLE = "stable"
-    PREVIEW = "preview"
-
-    def __str__(self) -> str:  # pragma: no cover - trivial
-        return self.value
-
-
-#: Impact levels, used to rank findings: what costs the user most comes first.
-HIGH, MEDIUM, LOW = 3, 2, 1
-LEVEL_NAMES = {HIGH: "high", MEDIUM: "medium", LOW: "low"}
-
-
-@dataclass(frozen=True)
-class Impact:
-    """What a finding costs: reports rank by `level`, then show the rest as the impact line."""
-
-    wastes: str  # input pipeline, device math, host-device sync, memory, Python overhead
-    when: str  # when it matters: "GPU", "input-bound jobs", "always" ...
-    typical: str  # typical range, e.g. "1.5-4x steps/s"
-    evidence: str = ""  # a reference, or our own benchmark in benchmarks/
-    level: int = MEDIUM
-
-    @property
-    def level_name(self) -> str:
-        return LEVEL_NAMES.get(self.level, str(self.level))
-
-    def with_level(self, level: int, when: Optional[str] = None) -> "Impact":
-        """The same record at another level (context decides severity: eval loop vs step)."""
-        return replace(self, level=level, when=when or self.when)
-
-    def line(self) -> str:
-        text = f"{self.level_name} impact: wastes {self.wastes}; matters {self.when}; typically {self.typical}"
-        return text + (f" ({self.evidence})" if self.evidence else "")
-
-
-@dataclass(frozen=True)
-class ImportSpec:
-    """An import a fix needs: `import module` (obj None) or `from module import obj`."""
-
-    module: str
-    obj: Optional[str] = None
 
 
 Replacement = Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel]
@@ -138,94 +94,6 @@ class Fix:
     @property
     def applicable(self) -> bool:
         return self.applicability is not DISPLAY_ONLY and bool(self.replacements or self.fixer or self.config_edits)
-
-
-@dataclass(frozen=True)
-class FixSummary:
-    """What the reports need of a `Fix`, without the tree: picklable and serialisable.
-
-    Findings restored from the cache or sent back by a worker process carry this instead of the
-    `Fix` (which holds CST nodes). It answers `title`, `applicability`, `imports` and `applicable`
-    like the `Fix` it summarises; it cannot be applied (`speedlint fix` always re-analyses).
-    """
-
-    title: str
-    applicability: Applicability
-    applicable: bool
-    imports: Tuple[ImportSpec, ...] = ()
-    replacements: Tuple[Any, ...] = ()
-    fixer: None = None
-    config_edits: Tuple[Any, ...] = ()
-
-    @classmethod
-    def of(cls, fix: "Union[Fix, FixSummary]") -> "FixSummary":
-        if isinstance(fix, FixSummary):
-            return fix
-        return cls(fix.title, fix.applicability, fix.applicable, tuple(fix.imports))
-
-
-@dataclass(frozen=True)
-class Edit:
-    """A textual edit (1-based lines, 0-based columns as LibCST reports them, end exclusive)."""
-
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-    content: str
-
-
-@dataclass(frozen=True, eq=False)
-class Finding:
-    code: str
-    name: str
-    message: str
-    path: str
-    line: int  # 1-based
-    column: int  # 1-based
-    end_line: int
-    end_column: int  # 1-based, exclusive
-    impact: Impact
-    fix: Optional[Union[Fix, FixSummary]] = None
-    edits: Tuple[Edit, ...] = ()
-    status: Status = Status.STABLE
-    #: the hot call chain that makes it costly, call site by call site: (path, line, what is
-    #: called), plus the cell number when the call site is in a notebook (the line is then in the cell)
-    related: Tuple[Tuple[Any, ...], ...] = ()
-    #: in a notebook: the cell's number (1-based, every cell counted) and the lines above it in the
-    #: analysed text; `line`/`end_line` (and the edits' lines) are then lines of the cell
-    cell: Optional[int] = None
-    cell_offset: int = 0
-
-    def portable(self) -> "Finding":
-        """This finding with its fix reduced to a `FixSummary` (picklable, cacheable)."""
-        if self.fix is None or isinstance(self.fix, FixSummary):
-            return self
-        return replace(self, fix=FixSummary.of(self.fix))
-
-    @property
-    def location(self) -> str:
-        """`path:line:col`; `path:cell N:line:col` in a notebook."""
-        if self.cell is not None:
-            return f"{self.path}:cell {self.cell}:{self.line}:{self.column}"
-        return f"{self.path}:{self.line}:{self.column}"
-
-    @property
-    def source_line(self) -> int:
-        """The finding's line in the text that was analysed (`FileResult.source`)."""
-        return self.line + self.cell_offset
-
-    def sort_key(self) -> Tuple[Any, ...]:
-        return (self.path, self.cell or 0, self.line, self.column, self.code)
-
-
-@dataclass(frozen=True)
-class Diagnostic:
-    """A per-file problem that is not a finding: syntax error, bad encoding, unreadable file."""
-
-    path: str
-    message: str
-    kind: str = "error"  # error | internal-error | warning
 
 
 @dataclass

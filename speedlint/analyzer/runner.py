@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Type
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Type
 
 from speedlint.analyzer.config import (
     ConfigError,
@@ -14,13 +14,16 @@ from speedlint.analyzer.config import (
     declared_torch_range,
     find_config_file,
     read_config_file,
+    requirement_files,
     selectors_of,
 )
-from speedlint.analyzer.discovery import discover
-from speedlint.analyzer.engine import FileResult, Profile, check_source
-from speedlint.analyzer.registry import SelectionError, select_rules, validate_selectors
-from speedlint.analyzer.rule import Diagnostic, Rule
+from speedlint.analyzer.discovery import discover, resolve_folder
+from speedlint.analyzer.findings import Diagnostic, FileResult, Profile
+from speedlint.analyzer.registry import SelectionError, select_codes, select_rules, validate_selectors
 from speedlint.analyzer.sources import Source
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.rule import Rule
 
 
 def load_config_file(path: Path) -> Settings:
@@ -71,12 +74,14 @@ class SettingsResolver:
 
     def __init__(self, overrides: Overrides, config: Optional[Path] = None, isolated: bool = False) -> None:
         self.overrides = overrides
+        self.config = config
         self.isolated = isolated
         self._fixed: Optional[Settings] = None
         self._by_file: Dict[Path, Settings] = {}
         self._by_folder: Dict[Path, Settings] = {}  # folder -> effective settings (one lookup per folder)
         self._config_files: Dict[Path, Optional[Path]] = {}  # folder -> its closest config file
         self._declaring: Dict[Path, Optional[Path]] = {}  # folder -> closest folder declaring requirements
+        self._declared: Dict[Optional[Path], Settings] = {}  # that folder -> the settings it gives
         if config is not None:
             if not config.is_file():
                 raise ConfigError(f"config file not found: {config}")
@@ -87,20 +92,24 @@ class SettingsResolver:
             return self._fixed
         if self.isolated:
             return self.overrides.apply(Settings(root=str(Path.cwd())))
-        folder = folder.resolve()
+        folder = resolve_folder(folder)
         known = self._by_folder.get(folder)
         if known is not None:
             return known
         config = find_config_file(folder, self._config_files)
         if config is None:
             declared_in = closest(folder, _declares_requirements, self._declaring, stop=_is_checkout_root)
-            version, below = declared_torch_range(declared_in) if declared_in is not None else (None, None)
-            base = Settings(root=str(Path.cwd()), target_torch_version=version, torch_declared=version is not None, torch_below=below)
+            if declared_in not in self._declared:
+                version, below = declared_torch_range(declared_in) if declared_in is not None else (None, None)
+                self._declared[declared_in] = self.overrides.apply(
+                    Settings(root=str(Path.cwd()), target_torch_version=version, torch_declared=version is not None, torch_below=below)
+                )
+            settings = self._declared[declared_in]
         else:
             if config not in self._by_file:
-                self._by_file[config] = load_config_file(config)
-            base = self._by_file[config]
-        settings = self._by_folder[folder] = self.overrides.apply(base)
+                self._by_file[config] = self.overrides.apply(load_config_file(config))
+            settings = self._by_file[config]
+        self._by_folder[folder] = settings
         return settings
 
     def for_file(self, path: Path) -> Settings:
@@ -110,7 +119,7 @@ class SettingsResolver:
 def _declares_requirements(folder: Path) -> Optional[Path]:
     """The folder itself when it has a pyproject.toml or requirements*.txt (where the target
     torch version may be declared)."""
-    if (folder / "pyproject.toml").is_file() or any(folder.glob("requirements*.txt")):
+    if (folder / "pyproject.toml").is_file() or requirement_files(folder):
         return folder
     return None
 
@@ -120,6 +129,7 @@ def _is_checkout_root(folder: Path) -> bool:
 
 
 _RULES_CACHE: Dict[Tuple, List[Type[Rule]]] = {}
+_CODES_CACHE: Dict[Tuple, Tuple[str, ...]] = {}
 
 
 def rules_for(settings: Settings) -> List[Type[Rule]]:
@@ -127,6 +137,14 @@ def rules_for(settings: Settings) -> List[Type[Rule]]:
     if key not in _RULES_CACHE:
         _RULES_CACHE[key] = select_rules(settings.select, settings.ignore, settings.extend_select, settings.preview)
     return _RULES_CACHE[key]
+
+
+def codes_for(settings: Settings) -> Tuple[str, ...]:
+    """The codes of the rules `settings` enable (from the catalogue: imports no rule)."""
+    key = (settings.select, settings.ignore, settings.extend_select, settings.preview)
+    if key not in _CODES_CACHE:
+        _CODES_CACHE[key] = select_codes(settings.select, settings.ignore, settings.extend_select, settings.preview)
+    return _CODES_CACHE[key]
 
 
 @dataclass
@@ -145,10 +163,14 @@ class RunResult:
 
 
 def display_path(path: Path) -> str:
+    """The path as shown: relative to cwd."""
+    name = os.fspath(path)
+    if not os.path.isabs(name) and ".." not in name:
+        return os.path.normpath(name)  # what relpath answers, without asking for cwd
     try:
-        return os.path.relpath(path)
+        return os.path.relpath(name)
     except ValueError:  # another drive on Windows
-        return str(path)
+        return name
 
 
 def excludes_for(resolver: SettingsResolver):  # type: ignore[no-untyped-def]
@@ -175,14 +197,14 @@ def check_paths(
     jobs: Optional[int] = None,
 ) -> RunResult:
     """Check files: cached results for unchanged files, the rest in parallel (see parallel.py)."""
-    from speedlint.analyzer.parallel import check_files
+    from speedlint.analyzer.parallel import process_files
 
     found = collect_files(paths, resolver, force_exclude)
     result = RunResult(missing=found.missing, profile=Profile() if profile else None)
     files = [(path, display_path(path)) for path in found.files]
     root = cache_root(resolver) if use_cache else None
     configs = collect_config_files(paths, resolver)
-    result.files, warnings = check_files(files, resolver.for_file, rules_for, root, result.profile, jobs, configs)
+    result.files, warnings = process_files(files, resolver.for_file, codes_for, root, result.profile, jobs, config_files=configs)
     result.files = group_config_results(result.files, resolver)
     for message in warnings:
         result.files.append(FileResult(str(root), diagnostics=[Diagnostic(str(root), message, "warning")]))
@@ -244,13 +266,36 @@ def _read_text(path: str) -> Optional[str]:
 
 
 def cache_root(resolver: SettingsResolver) -> Path:
-    """Where `.speedlint_cache/` lives: the folder of the config file that applies to cwd, or cwd."""
-    base = resolver.for_directory(Path.cwd())
-    return Path(base.root) if base.root else Path.cwd()
+    """Where `.speedlint_cache/` lives (`project_root`)."""
+    return project_root(resolver.config, resolver.isolated)
+
+
+def project_root(config: Optional[Path], isolated: bool) -> Path:
+    """The folder of the config file that applies to cwd (`--config`'s, else the closest one),
+    or cwd: the `root` of cwd's settings, known before reading any of them."""
+    if config is not None:
+        return config.parent
+    if not isolated:
+        found = find_config_file(Path.cwd().resolve())
+        if found is not None:
+            return found.parent
+    return Path.cwd()
+
+
+def use_cached_catalogue(config: Optional[Path], isolated: bool) -> None:
+    """Before anything selects rules: the rule catalogue remembered in the cache, if any, so
+    that a run answered from the cache imports no rule (`registry.use_catalogue`)."""
+    from speedlint.analyzer.cache import load_catalogue
+
+    try:
+        load_catalogue(project_root(config, isolated))
+    except ConfigError:
+        pass  # reported when the settings are read
 
 
 def check_stdin(text: str, filename: str, resolver: SettingsResolver) -> RunResult:
     from speedlint.analyzer.notebook import check_notebook_text, is_notebook
+    from speedlint.analyzer.engine import check_source
 
     settings = resolver.for_file(Path(filename))
     if is_notebook(filename):  # `--stdin-filename train.ipynb`: stdin holds the notebook's JSON

@@ -29,7 +29,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import pathspec
 
 from speedlint.analyzer.config import Settings
-from speedlint.analyzer.rule import Finding
+from speedlint.analyzer.findings import Finding
 
 _NOQA = re.compile(r"#\s*noqa(?![\w-])(?:\s*:(?P<rest>.*))?", re.I)
 _SELECTOR = re.compile(r"^(?:[A-Za-z]+\d+|[a-z][a-z0-9]*(?:-[a-z0-9]+)+|ALL)$")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Callable, List, Optional, Sequence, Set, Tuple
 
 #: What `config-files` is when a project does not set it.
 DEFAULT_CONFIG_GLOBS = ("*.yaml", "*.yml", "*.json", "*.toml", "*.ini", "*.cfg", "*.conf")
@@ -25,7 +25,7 @@ GlobsFor = Callable[[Path], Tuple[Sequence[str], Path]]
 def discover_config_files(paths: Sequence[str], globs_for: GlobsFor, excludes_for: Callable) -> List[str]:  # type: ignore[type-arg]
     """Absolute paths of the config files under the checked folders (and the folders of the
     checked files), sorted."""
-    from speedlint.analyzer.discovery import _Ignorer, matches_excludes, resolve
+    from speedlint.analyzer.discovery import _Ignorer, matches_excludes, resolve, walk
 
     ignorer = _Ignorer(excludes_for, True)
     roots: List[Path] = []
@@ -41,11 +41,12 @@ def discover_config_files(paths: Sequence[str], globs_for: GlobsFor, excludes_fo
         if any(root == w or w in root.parents for w in walked):
             continue  # already under a folder walked
         walked.append(root)
-        for file in _walk(root, ignorer):
+        for name, _ in walk(str(root), ignorer, _not_python):
+            file = Path(name)
             globs, base = globs_for(file.parent)
             if not globs:
                 continue
-            if matches_excludes(file, False, tuple(globs), base) and not ignorer.excluded(file, False):
+            if matches_excludes(file, False, tuple(globs), base):
                 try:
                     if file.stat().st_size > MAX_CONFIG_BYTES:
                         continue
@@ -55,14 +56,9 @@ def discover_config_files(paths: Sequence[str], globs_for: GlobsFor, excludes_fo
     return sorted(found)
 
 
-def _walk(top: Path, ignorer) -> Iterable[Path]:  # type: ignore[no-untyped-def]
-    """Files below `top` that are not Python, in folders the excludes and `.gitignore` keep."""
-    for folder, dirs, files in os.walk(top):
-        here = Path(folder)
-        dirs[:] = sorted(d for d in dirs if not (here / d).is_symlink() and not ignorer.excluded(here / d, True))
-        for name in sorted(files):
-            if "." in name and not name.endswith((".py", ".pyi")):
-                yield here / name
+def _not_python(name: str) -> bool:
+    """A file that may be a config file (has a suffix, is not Python)."""
+    return "." in name and not name.endswith((".py", ".pyi"))
 
 
 def globs_of(globs: Optional[Sequence[str]]) -> Tuple[str, ...]:

@@ -1,7 +1,9 @@
 """All terminal and file output. Nothing else in speedlint prints.
 
-Machine formats (json, sarif, github, concise, markdown) are written as plain text: never wrapped or
-coloured, whatever the terminal width, through a pipe or not.
+Machine formats (json, sarif, github, concise, markdown) are written as plain text: never wrapped
+or coloured, whatever the terminal width, through a pipe or not. Human output (`full`, `fix`'s
+messages, `rules`, `explain`, `verify`) is wrapped and coloured on a terminal only, and follows
+NO_COLOR / FORCE_COLOR (`report.terminal`).
 """
 
 from __future__ import annotations
@@ -12,21 +14,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, TextIO, Type
 
-from rich.console import Console
-from rich.markdown import Markdown
-from rich.table import Table
-from rich.text import Text
-
+from speedlint.analyzer.report.terminal import Terminal
 from speedlint.analyzer.report.text import concise_lines, print_full, print_statistics
 
 FORMATS = ("full", "concise", "json", "sarif", "github", "markdown")
 FIX_FORMATS = ("full", "markdown")
-
-
-def _console(out: TextIO, plain: bool = False, stderr: bool = False) -> Console:
-    if plain:
-        return Console(file=out, color_system=None, force_terminal=False, width=10_000, soft_wrap=True, highlight=False)
-    return Console(file=out, highlight=False, stderr=stderr)
 
 
 @contextmanager
@@ -68,9 +60,8 @@ def emit_check(
         elif statistics:
             print_statistics(out, findings)
         elif output_format == "full" and (result.files or not result.missing):
-            console = _console(out, plain=output_file is not None)
             sources = {r.path: r.source or "" for r in result.files if r.findings}
-            print_full(console, findings, diagnostics, sources, unsafe_fixes=unsafe_fixes, quiet=quiet)
+            print_full(Terminal(out, plain=output_file is not None), findings, diagnostics, sources, unsafe_fixes=unsafe_fixes, quiet=quiet)
         elif output_format == "concise":
             for line in concise_lines(findings, diagnostics):
                 out.write(line + "\n")
@@ -220,33 +211,30 @@ def emit_fix(
         with _output(output_file) as out:
             out.write(fix_document(run, apply, paths))
         return _fix_exit_code(run, apply)
-    err = _console(sys.stderr, stderr=True)
+    err = Terminal(sys.stderr)
     if not apply:
         with _output(output_file) as out:
             for outcome in run.changed:
                 out.write(unified_diff(outcome))
-    for outcome in run.outcomes:
-        for d in outcome.diagnostics:
-            err.print(Text.assemble((d.path, "bold"), ": ", (d.kind, "red"), f": {d.message}"))
-    for d in run.diagnostics:
-        err.print(Text.assemble((d.path, "bold"), ": ", (d.kind, "red"), f": {d.message}"))
+    for d in [d for outcome in run.outcomes for d in outcome.diagnostics] + run.diagnostics:
+        err.line([(d.path, "bold"), (": ", ""), (d.kind, "red"), (f": {d.message}", "")])
     total = Counter()
     for outcome in run.changed:
         per_rule = Counter(f.code for f in outcome.applied)
         total.update(per_rule)
         verb = "Fixed" if apply and outcome.path in run.written else "Would fix"
         detail = ", ".join(f"{code} x{n}" for code, n in sorted(per_rule.items()))
-        err.print(Text(f"{verb} {sum(per_rule.values())} in {outcome.path} ({detail})"))
+        err.line([(f"{verb} {sum(per_rule.values())} in {outcome.path} ({detail})", "")])
     n = sum(total.values())
     files = len(run.written) if apply else len(run.changed)
     if n:
         verb = "Fixed" if apply else "Would fix"
-        err.print(Text(f"{verb} {n} finding{'s' if n != 1 else ''} in {files} file{'s' if files != 1 else ''}.", style="bold"))
+        err.line([(f"{verb} {n} finding{'s' if n != 1 else ''} in {files} file{'s' if files != 1 else ''}.", "bold")])
     else:
-        err.print(Text("Nothing to fix.", style="bold"))
+        err.line([("Nothing to fix.", "bold")])
     unsafe = sum(o.unsafe_available for o in run.outcomes)
     if unsafe:
-        err.print(Text(f"{unsafe} unsafe fix{'es' if unsafe != 1 else ''} available with `--unsafe-fixes`.", style="dim"))
+        err.line([(f"{unsafe} unsafe fix{'es' if unsafe != 1 else ''} available with `--unsafe-fixes`.", "dim")])
     return _fix_exit_code(run, apply)
 
 
@@ -263,21 +251,29 @@ def emit_rules(rules: Sequence[Type], output_format: str = "full") -> None:  # t
         ]
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
-    console = _console(sys.stdout)
+    from rich.table import Table
+
     table = Table(show_edge=False)
     for col in ("code", "name", "category", "fix", "status", "impact"):
         table.add_column(col)
     for r in rules:
         status = r.status.value + ("" if r.default_enabled else " (off by default)")
         table.add_row(r.code, r.name, r.category(), r.fixability(), status, r.impact.level_name)
-    console.print(table)
+    Terminal(sys.stdout).render(table)
 
 
 def emit_explain(rule) -> None:  # type: ignore[no-untyped-def]
-    console = _console(sys.stdout)
+    """A rule's documentation: rendered on a terminal; elsewhere its Markdown source, as written
+    (no wrapping, code blocks intact: it reads, greps and pastes as it is)."""
     header = f"# {rule.code} ({rule.name})\n\n"
     meta = (
         f"Status: {rule.status.value}{'' if rule.default_enabled else ', off by default'}. "
         f"Fix: {rule.fixability()}. Impact: {rule.impact.line()}.\n\n"
     )
-    console.print(Markdown(header + meta + rule.docs()))
+    term = Terminal(sys.stdout)
+    if not term.wrap:
+        sys.stdout.write(header + meta + rule.docs() + "\n")
+        return
+    from rich.markdown import Markdown
+
+    term.render(Markdown(header + meta + rule.docs()))

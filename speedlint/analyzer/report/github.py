@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Sequence
 
-from speedlint.analyzer.rule import LOW, Diagnostic, Finding
+from speedlint.analyzer.findings import LOW, Diagnostic, Finding
 
 
 def escape_data(text: str) -> str:

@@ -1,22 +1,24 @@
-"""Human output: the `full` report (rich, grouped by file, ranked summary) and `concise` lines."""
+"""Human output: the `full` report (grouped by file, ranked summary; see `terminal` for how it
+looks on a terminal and in a log) and `concise` lines."""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Dict, List, Sequence, TextIO, Tuple
+from typing import Dict, List, Optional, Sequence, TextIO, Tuple
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
-
-from speedlint.analyzer.rule import HIGH, LOW, MEDIUM, UNSAFE, Diagnostic, Finding
+from speedlint.analyzer.findings import HIGH, LOW, MEDIUM, UNSAFE, Diagnostic, Finding
+from speedlint.analyzer.report.terminal import Line, Terminal
 
 LEVEL_STYLE = {HIGH: "bold red", MEDIUM: "yellow", LOW: "cyan"}
 
 
-def snippet(source: str, line: int) -> str:
-    lines = source.splitlines()
+def snippet(source: str, line: int, split: Optional[Dict[str, List[str]]] = None) -> str:
+    """Line `line` of `source` (`split`: the texts already split into lines, by text)."""
+    lines = split.get(source) if split is not None else None
+    if lines is None:
+        lines = source.splitlines()
+        if split is not None:
+            split[source] = lines
     return lines[line - 1].rstrip() if 0 < line <= len(lines) else ""
 
 
@@ -45,45 +47,58 @@ def fix_label(f: Finding) -> str:
     return f"advice: {f.fix.title}"
 
 
+def full_lines(findings: Sequence[Finding], diagnostics: Sequence[Diagnostic], sources: Dict[str, str], quiet: bool = False) -> List[Line]:
+    """The `full` report's lines before the summary: per-file errors, then each file's findings
+    with the flagged source line, the impact and the fix."""
+    lines: List[Line] = []
+    for d in diagnostics:
+        style = "bold red" if d.kind != "warning" else "yellow"
+        lines.append([(f"{d.path}", "bold"), (": ", ""), (d.kind, style), (f": {d.message}", "")])
+    if quiet:
+        return lines
+    by_file: Dict[str, List[Finding]] = defaultdict(list)
+    for f in findings:
+        by_file[f.path].append(f)
+    split: Dict[str, List[str]] = {}
+    for path in sorted(by_file):
+        lines.append([(path, "bold underline")])
+        for f in sorted(by_file[path], key=Finding.sort_key):
+            head: List[Tuple[str, str]] = [
+                (f"{f.location}", "bold"), ("  ", ""), (f.code, LEVEL_STYLE.get(f.impact.level, "")), (" ", ""),
+                (f"[{f.name}]", "dim"), (" ", ""), (f.message, ""),
+            ]
+            if f.status.value == "preview":
+                head.append((" (preview)", "dim"))
+            lines.append(head)
+            code_line = snippet(sources.get(f.path, ""), f.source_line, split)
+            if code_line:
+                lines.append([("    | ", "dim"), (code_line, "")])
+            lines.append([(f"    {f.impact.level_name} impact: {f.impact.typical}; matters {f.impact.when}", "dim")])
+            label = fix_label(f)
+            if label:
+                lines.append([("    " + label, "green" if f.fix and f.fix.applicable else "dim")])
+        lines.append([])
+    return lines
+
+
 def print_full(
-    console: Console,
+    term: Terminal,
     findings: Sequence[Finding],
     diagnostics: Sequence[Diagnostic],
     sources: Dict[str, str],
     unsafe_fixes: bool = False,
     quiet: bool = False,
 ) -> None:
-    by_file: Dict[str, List[Finding]] = defaultdict(list)
-    for f in findings:
-        by_file[f.path].append(f)
-    for d in diagnostics:
-        style = "bold red" if d.kind != "warning" else "yellow"
-        console.print(Text.assemble((f"{d.path}", "bold"), ": ", (d.kind, style), f": {d.message}"))
-    if not quiet:
-        for path in sorted(by_file):
-            console.print(Text(path, style="bold underline"))
-            for f in sorted(by_file[path], key=Finding.sort_key):
-                head = Text.assemble(
-                    (f"{f.location}", "bold"), "  ",
-                    (f.code, LEVEL_STYLE.get(f.impact.level, "")), " ",
-                    (f"[{f.name}]", "dim"), " ", f.message,
-                )
-                if f.status.value == "preview":
-                    head.append(" (preview)", style="dim")
-                console.print(head)
-                code_line = snippet(sources.get(f.path, ""), f.source_line)
-                if code_line:
-                    console.print(Text.assemble(("    | ", "dim"), (code_line, "")))
-                console.print(Text(f"    {f.impact.level_name} impact: {f.impact.typical}; matters {f.impact.when}", style="dim"))
-                label = fix_label(f)
-                if label:
-                    console.print(Text("    " + label, style="green" if f.fix and f.fix.applicable else "dim"))
-            console.print()
-    print_summary(console, findings, diagnostics, unsafe_fixes)
+    term.lines(full_lines(findings, diagnostics, sources, quiet))
+    print_summary(term, findings, diagnostics, unsafe_fixes)
 
 
-def print_summary(console: Console, findings: Sequence[Finding], diagnostics: Sequence[Diagnostic], unsafe_fixes: bool) -> None:
+def print_summary(term: Terminal, findings: Sequence[Finding], diagnostics: Sequence[Diagnostic], unsafe_fixes: bool) -> None:
     if findings:
+        from rich.markup import escape
+        from rich.table import Table
+        from rich.text import Text
+
         table = Table(title="Ranked by expected impact", title_justify="left", show_edge=False, pad_edge=False, box=None)
         table.add_column("impact", no_wrap=True)
         table.add_column("code", no_wrap=True)
@@ -96,7 +111,7 @@ def print_summary(console: Console, findings: Sequence[Finding], diagnostics: Se
                 Text(top.impact.level_name, style=LEVEL_STYLE.get(top.impact.level, "")),
                 top.code, top.name, str(len(fs)), escape(top.impact.typical),
             )
-        console.print(table)
+        term.render(table)
     safe, unsafe = fix_counts(findings)
     parts = [f"Found {len(findings)} finding{'s' if len(findings) != 1 else ''}"]
     errors = [d for d in diagnostics if d.kind != "warning"]
@@ -110,7 +125,7 @@ def print_summary(console: Console, findings: Sequence[Finding], diagnostics: Se
         line += f" {unsafe} more with `--unsafe-fixes`."
     if not findings and not errors:
         line = "All checks passed."
-    console.print(Text(line, style="bold"))
+    term.line([(line, "bold")])
 
 
 def concise_lines(findings: Sequence[Finding], diagnostics: Sequence[Diagnostic]) -> List[str]:

@@ -6,8 +6,7 @@ import json
 import sys
 from typing import Optional, TextIO
 
-from rich.console import Console
-from rich.table import Table
+from speedlint.analyzer.report.terminal import Terminal
 
 VERDICT_STYLE = {
     "verified-faster": "bold green",
@@ -20,11 +19,11 @@ VERDICT_STYLE = {
 
 def progress_printer(enabled: bool = True):  # type: ignore[no-untyped-def]
     """A progress callback for `verify()`: one dim line per run, on stderr."""
-    console = Console(file=sys.stderr, highlight=False)
+    term = Terminal(sys.stderr)
 
     def say(message: str) -> None:
         if enabled:
-            console.print(f"[dim]speedlint verify: {message}[/dim]")
+            term.line([(f"speedlint verify: {message}", "dim")])
 
     return say
 
@@ -44,7 +43,9 @@ def _share(side) -> str:  # type: ignore[no-untyped-def]
 
 
 def print_verify(result, out: Optional[TextIO] = None) -> None:  # type: ignore[no-untyped-def]
-    console = Console(file=out or sys.stdout, highlight=False)
+    from rich.table import Table
+
+    console = Terminal(out or sys.stdout).console
     args = " ".join(result.args)
     console.print(f"[bold]speedlint verify[/bold] {result.script}" + (f" -- {args}" if args else ""))
     if result.mode == "after":
@@ -100,7 +101,7 @@ def emit_verify(result, as_json: bool = False) -> int:  # type: ignore[no-untype
 
 
 def emit_fix_verify_refusal(result) -> None:  # type: ignore[no-untyped-def]
-    Console(file=sys.stderr, highlight=False).print(
+    Terminal(sys.stderr).console.print(
         f"[bold red]speedlint fix: not applied[/bold red]: verification verdict is {result.verdict}"
         + (" (slower)" if result.verdict == "equivalent-not-faster" and result.slower else "")
         + "; your files are unchanged"
