@@ -445,7 +445,7 @@ def _context(project: Path, name: str):
 def test_toggles_resolve_into_the_config_file(monkeypatch):
     import libcst as cst
 
-    project = FIXTURES / "config_toggles"
+    project = FIXTURES / "projects" / "config_toggles"
     monkeypatch.chdir(project)
     ctx = _context(project, "train.py")
     toggles = {}
@@ -465,11 +465,10 @@ def test_toggles_resolve_into_the_config_file(monkeypatch):
     assert ctx.values.resolve(assign.body[0].value) is None  # the plain tracer does not read files
 
 
-@pytest.mark.xfail(reason="SPD301/SPD701 do not ask ctx.config_values yet (the lookup is there: see above)", strict=False)
 def test_precision_and_cudnn_toggles_are_reported_on_the_config_lines(monkeypatch):
     from test_projects import _expected
 
-    project = FIXTURES / "config_toggles"
+    project = FIXTURES / "projects" / "config_toggles"
     monkeypatch.chdir(project)
     resolver = SettingsResolver(Overrides(select=("SPD301", "SPD701")), isolated=True)
     found = {(Path(f.path).as_posix(), f.line, f.code) for f in check_paths(["."], resolver, use_cache=False, jobs=1).findings}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 import libcst as cst
 from libcst.codemod import CodemodContext
@@ -406,6 +406,19 @@ def _off_by_default(ctx: FileContext, node: cst.CSTNode, call: cst.Call) -> Opti
     return None
 
 
+def config_switch_off(ctx: FileContext, call: cst.Call) -> Any:
+    """The config-file place (`providers.configs.ConfigSite`) of an `enabled=` that the config file
+    the code reads sets false (`amp: false`), else None."""
+    arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == "enabled"), None)
+    if arg is None:
+        return None
+    value = ctx.config_values.resolve(arg.value)
+    if value is None or value.kind != "config" or not value.config or value.any(bool):
+        return None
+    places = {(s.path, s.line, s.col) for s in value.config}
+    return value.config[0] if len(places) == 1 else None
+
+
 def autocast_enabled(ctx: FileContext, call: cst.Call) -> bool:
     """False only when `enabled=` is a value that never becomes true (constant, not a CLI flag)."""
     arg = None
@@ -530,6 +543,7 @@ class Coverage:
     covered: bool
     disabled: Optional[cst.Call] = None  # an autocast that is there but never enabled
     opt_in: Optional[str] = None  # the option that turns autocast on, off by default (`self.args.use_amp`)
+    config_site: Any = None  # the config-file value that switches the disabled autocast off (`amp: false`)
 
 
 def step_coverage(ctx: FileContext, loop: Loop, backwards: Sequence[cst.Call]) -> Coverage:
@@ -551,7 +565,10 @@ def step_coverage(ctx: FileContext, loop: Loop, backwards: Sequence[cst.Call]) -
             if flag is not None:
                 opt_in = opt_in or flag
             elif autocast_enabled(ctx, call):
-                return Coverage(True)
+                site = config_switch_off(ctx, call)
+                if site is None:
+                    return Coverage(True)
+                return Coverage(False, call, None, site)
             else:
                 disabled = disabled or call
     if opt_in is not None:

@@ -24,7 +24,7 @@ changes nothing. `plan(ctx)` says per step loop whether (and why not) the rewrit
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import libcst as cst
 from libcst.codemod import Codemod, CodemodContext
@@ -77,6 +77,7 @@ class StepPlan:
     #: the first forward/loss statement (what the rewrite wraps first): where SPD301 reports
     anchor: Optional[cst.CSTNode] = None
     opt_in: Optional[str] = None  # autocast only behind this option, off by default
+    config_site: Any = None  # autocast switched off by this config-file value
 
     @property
     def ok(self) -> bool:
@@ -97,8 +98,11 @@ def plan(ctx: FileContext) -> Dict[Loop, StepPlan]:
         p = StepPlan(loop)
         backwards = step_calls(ctx, loop, ctx.torch.is_backward)
         cov = step_coverage(ctx, loop, backwards)
-        p.covered, p.disabled_autocast, p.opt_in = cov.covered, cov.disabled, cov.opt_in
-        if p.opt_in is not None:
+        p.covered, p.disabled_autocast, p.opt_in, p.config_site = cov.covered, cov.disabled, cov.opt_in, cov.config_site
+        if p.config_site is not None:
+            p.reason = "AMP is there, switched off in the config file"
+            p.anchor = _forward_anchor(ctx, loop, loop.body)  # the code side of the finding
+        elif p.opt_in is not None:
             p.reason = f"AMP is there behind `{p.opt_in}`: turn the option on (or its default) instead"
             p.anchor = _forward_anchor(ctx, loop, loop.body)  # (the backward may sit in an `if` on the option)
             branch = p.anchor

@@ -143,12 +143,21 @@ class CudnnAutotunerDisabled(Rule):
             q = self.ctx.qualname(target.target) if isinstance(target.target, cst.Attribute) else None
             value = self.ctx.code(node.value)
             literal = value in ("True", "False")
+            site = None if literal else self._config_site(node.value)
+            source = f"(`{site.name}` in the config file)" if site is not None else "(True by default)"
             if q == BENCHMARK and self._constant(node.value) is False:
-                shown = "`cudnn.benchmark = False`" if literal else f"`cudnn.benchmark = {value}` (False by default)"
-                self._check(node, f"{shown} disables the cuDNN autotuner")
+                shown = "`cudnn.benchmark = False`" if literal else f"`cudnn.benchmark = {value}` {source.replace('True', 'False')}"
+                self._check(node, f"{shown} disables the cuDNN autotuner", site)
             elif q == DETERMINISTIC and self._constant(node.value) is True:
-                shown = "`cudnn.deterministic = True`" if literal else f"`cudnn.deterministic = {value}` (True by default)"
-                self._check(node, f"{shown} restricts cuDNN to deterministic (often slower) algorithms")
+                shown = "`cudnn.deterministic = True`" if literal else f"`cudnn.deterministic = {value}` {source}"
+                self._check(node, f"{shown} restricts cuDNN to deterministic (often slower) algorithms", site)
+
+    def _config_site(self, expr: cst.BaseExpression):  # type: ignore[no-untyped-def]
+        """The config-file line a setting's value comes from (the finding goes there), if one."""
+        traced = self.ctx.config_values.resolve(expr)
+        if traced is None or traced.kind != "config" or not traced.config:
+            return None
+        return traced.config[0] if len({(c.path, c.line) for c in traced.config}) == 1 else None
 
     def _constant(self, expr: cst.BaseExpression) -> Optional[bool]:
         """A literal `True`/`False`, or a module-level constant holding one; None for anything else."""
@@ -168,19 +177,20 @@ class CudnnAutotunerDisabled(Rule):
                 return writes[0].value.value == "True"
         # `args.torch_deterministic`: an option or config field; its default decides (an opt-in
         # `--deterministic` flag defaults to False and is not flagged)
-        traced = self.ctx.values.resolve(expr)
+        traced = self.ctx.config_values.resolve(expr)  # (also a value in a config file the code reads)
         if traced is not None and traced.options and all(isinstance(v, bool) for v in traced.options) and len(set(traced.options)) == 1:
             return bool(traced.options[0])
         return None
 
-    def _check(self, node: cst.Assign, message: str) -> None:
+    def _check(self, node: cst.Assign, message: str, site=None) -> None:  # type: ignore[no-untyped-def]
         if not self._on_gpu or not self._conv_training_script:
             return
         if not self._unconditional(node, set()):
             return
         self.report(
             node,
-            f"{message} in a conv-net training script",
+            at=site,
+            message=f"{message} in a conv-net training script",
             fix=Fix.advice(
                 "Use `torch.backends.cudnn.benchmark = True` (and `deterministic = False`) unless bitwise "
                 "reproducibility is required; put determinism behind a `--deterministic` flag"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from speedlint.analyzer.configs.edit import value_edit
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, MEDIUM, UNSAFE, Fix, Impact, Rule
 
 
@@ -89,6 +90,13 @@ class Fp32TrainingStep(Rule):
             if p.covered:
                 continue
             impact = None
+            site = p.config_site
+            if site is not None:
+                message = f"autocast is switched off in the config file (`{site.name}`): this training step runs in FP32"
+                edit = value_edit(site, True)
+                fix = Fix.config(edit, f"Set `{site.name}` to true in the config file", UNSAFE) if edit else Fix.advice(f"Set `{site.name}` to true in the config file")
+                self.report(p.anchor if p.anchor is not None else loop, message, fix=fix, at=site)
+                continue
             if p.opt_in is not None:
                 message = f"autocast only runs with `{p.opt_in}`, which is off by default: by default this training step runs in FP32"
                 impact = self.impact.with_level(MEDIUM)
