@@ -228,6 +228,9 @@ class Report:
     message: str
     fix: Optional[Fix]
     impact: Impact
+    #: call sites in this file that make `node` hot (as `Finding.related`), when the rule knows
+    #: them and the whole program gives no chain (a helper called from `__getitem__`)
+    related: Tuple[Tuple[Any, ...], ...] = ()
 
 
 class Rule(cst.BatchableCSTVisitor):
@@ -264,8 +267,9 @@ class Rule(cst.BatchableCSTVisitor):
         *,
         fix: Optional[Fix] = None,
         impact: Optional[Impact] = None,
+        related: Tuple[Tuple[Any, ...], ...] = (),
     ) -> None:
-        self.reports.append(Report(node, message, fix, impact or self.impact))
+        self.reports.append(Report(node, message, fix, impact or self.impact, related))
 
     # -- class-level helpers -------------------------------------------------------------
     @classmethod

@@ -378,19 +378,18 @@ class PythonLoopOverBatch(Rule):
         return len(found) == 1 and found[0]
 
     def _unique_of(self, it: cst.BaseExpression, scope: Scope) -> Optional[cst.BaseExpression]:
-        """`torch.unique(t)`, `t.unique()`, `np.unique(t.cpu())` (also `.tolist()`-ed) of a tensor
-        or array `t`: `t`; None for anything else."""
+        """`torch.unique(t)`, `np.unique(t.cpu())`, `t.unique()` of a tensor `t` (also `.tolist()`-ed):
+        `t`; None for anything else."""
         it = _strip_conversions(it)
         if not isinstance(it, cst.Call):
             return None
         func = it.func
         if isinstance(func, cst.Attribute) and func.attr.value == "unique" and self.ctx.qualname(func) not in _UNIQUE:
             base = _strip_conversions(func.value)
-        elif self.ctx.qualname(func) in _UNIQUE and it.args:
-            base = _strip_conversions(it.args[0].value)
-        else:
-            return None
-        return base if self._is_tensor(base, scope) else None
+            return base if self._is_tensor(base, scope) else None  # (a pandas column has `.unique()` too)
+        if self.ctx.qualname(func) in _UNIQUE and it.args:
+            return _strip_conversions(it.args[0].value)
+        return None
 
     def _is_tensor(self, expr: cst.BaseExpression, scope: Scope) -> bool:
         """The code uses `expr` as a tensor or array: a name used with tensor methods (`x.size(0)`,
@@ -401,6 +400,8 @@ class PythonLoopOverBatch(Rule):
             if known is not None:
                 return known
             for b in tracer.reaching(expr):
+                if b.kind == "param" and not (isinstance(scope, cst.FunctionDef) and scope in self.ctx.torch.forward_functions):
+                    return False  # what callers pass (often a model's outputs) says too little
                 value = tracer.value_at(b) if b.kind == "assign" else None
                 if isinstance(value, cst.Call) and tracer.is_model(value.func):
                     return False  # a model's output: often a list or tuple (levels, steps)
