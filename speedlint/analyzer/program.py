@@ -40,7 +40,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 from speedlint.analyzer.textscan import may_use_gpu
 
 #: The summary format (bump when `summarize` changes what it records).
-SUMMARY_FORMAT = 4
+SUMMARY_FORMAT = 5
 
 #: In `passed_constants`: a call site that does not pass the parameter (its default applies).
 DEFAULT = "\x00default"
@@ -241,6 +241,8 @@ C_LINE, C_FUNC, C_ARGS, C_KWS, C_LOOP, C_FLAGS = range(6)
 #: Call-site flags: behind an interval guard, in an exception handler, under no_grad, only when
 #: training (`if self.training:`), only when evaluating (its `else`).
 GUARDED, HANDLER, GRAD_OFF, TRAIN_ONLY, EVAL_ONLY, CONDITIONAL, PROPERTY = 1, 2, 4, 8, 16, 32, 64
+#: Call-site flag (`cache_fill_lines`): the call fills a cache file on a miss; later epochs load it.
+CACHE_FILL = 128
 
 
 def _always_taken(test: ast.AST) -> bool:
@@ -663,12 +665,62 @@ def summarize(text: str, tree: Optional[ast.Module] = None) -> Optional[Dict[str
         summary = _Summarizer(tree).run()
     except RecursionError:
         return None
+    _mark_cache_fills(summary, cache_fill_lines(tree))
     summary["gpu"] = may_use_gpu(text)
     summary["conv"] = bool(_CONV_TEXT.search(text))
     summary["cudnn_text"] = "cudnn" in text
     summary["benchmark_on"] = bool(_BENCHMARK_ON.search(text))
     summary["fixed_shapes"] = bool(_FIXED_SHAPES.search(text))
     return summary
+
+
+# -- disk caches ----------------------------------------------------------------------------------
+#: Tests that a cache file is there: `os.path.exists(f)`, `os.path.isfile(f)`, `Path(f).exists()`.
+_EXISTS = frozenset({"exists", "isfile", "is_file"})
+#: Calls that write a cache file (`torch.save`, `np.save`, `pickle.dump`, `json.dump` ...).
+_SAVES = frozenset({"save", "savez", "savez_compressed", "dump"})
+
+
+def cache_fill_lines(tree: ast.AST) -> Set[int]:
+    """Lines of the calls that run only when a cache file is missing, in the branch that writes
+    it: `if os.path.exists(f): x = load(f) else: x = compute(...); save(x, f)` (also `if not
+    exists(f): ...`, and `if exists(f): return load(f)` followed by the computation). They run
+    once per sample ever, not once per sample per epoch (the cache-to-disk pattern)."""
+    found: Set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if not isinstance(body, list):
+            continue
+        for block in (body, getattr(node, "orelse", None) or [], getattr(node, "finalbody", None) or []):
+            for k, stmt in enumerate(block):
+                if not isinstance(stmt, ast.If):
+                    continue
+                test, negated = stmt.test, False
+                if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                    test, negated = test.operand, True
+                if not (isinstance(test, ast.Call) and (_dotted(test.func) or "").rsplit(".", 1)[-1] in _EXISTS):
+                    continue
+                if negated:
+                    miss: List[ast.stmt] = stmt.body
+                elif stmt.orelse:
+                    miss = stmt.orelse
+                elif stmt.body and isinstance(stmt.body[-1], ast.Return):
+                    miss = block[k + 1:]  # `if exists(f): return load(f)`: the rest computes and saves
+                else:
+                    continue
+                calls = [n for m in miss for n in ast.walk(m) if isinstance(n, ast.Call)]
+                if any((_dotted(c.func) or "").rsplit(".", 1)[-1] in _SAVES for c in calls):
+                    found.update(c.lineno for c in calls)
+    return found
+
+
+def _mark_cache_fills(summary: Dict[str, Any], lines: Set[int]) -> None:
+    if not lines:
+        return
+    for fn in [summary["module"], *summary["functions"]]:
+        for call in fn["calls"]:
+            if call[C_LINE] in lines:
+                call[C_FLAGS] |= CACHE_FILL
 
 
 # -- the link step --------------------------------------------------------------------------------
@@ -1260,7 +1312,7 @@ class Program:
 
 # -- hotness --------------------------------------------------------------------------------------
 #: Call-site flags that stop each kind of hotness from flowing through a call.
-_SKIP = {STEP: GUARDED | HANDLER | EVAL_ONLY, SAMPLE: GUARDED | HANDLER, EVAL: GUARDED | HANDLER | TRAIN_ONLY, EPOCH: HANDLER}
+_SKIP = {STEP: GUARDED | HANDLER | EVAL_ONLY, SAMPLE: GUARDED | HANDLER | CACHE_FILL, EVAL: GUARDED | HANDLER | TRAIN_ONLY, EPOCH: HANDLER}
 @dataclass
 class _Unit:
     """A function (loop -1) or a loop of a function, or of a module's top level (fid None)."""

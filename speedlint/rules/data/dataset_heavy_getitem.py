@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
+from speedlint.analyzer.program import cache_fill_lines
 from speedlint.analyzer.providers.flow import flow
 from speedlint.analyzer.providers.hot import callers
 from speedlint.analyzer.providers.names import dotted
@@ -78,10 +80,6 @@ BANK = "reads an extra file picked at random from a bank"
 #: Constructors that load models/vocabularies: must never run per sample.
 FROM_PRETRAINED = ("transformers.",)
 RANDOM = ("random.", "numpy.random.", "torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.bernoulli", "torch.normal", "torch.multinomial")
-#: Calls that write a cache file: the branch that holds one computes the value once, ever.
-SAVES = frozenset({"torch.save", "numpy.save", "numpy.savez", "numpy.savez_compressed", "pickle.dump", "json.dump"})
-#: Tests that say a cache file exists.
-EXISTS = frozenset({"os.path.exists", "os.path.isfile", "exists", "is_file", "isfile"})
 #: What the per-sample entry points are called.
 ROOTS = frozenset({"__getitem__", "__getitems__", "__iter__"})
 #: Text tokens without which nothing here can be called (imports spell the library).
@@ -174,6 +172,7 @@ class DatasetHeavyGetitem(Rule):
         super().__init__(ctx)
         self._random_names: Dict[cst.FunctionDef, Set[str]] = {}
         self._reported: Set[Tuple[cst.FunctionDef, str]] = set()
+        self._fill_lines: Optional[Set[int]] = None
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
@@ -350,13 +349,20 @@ class DatasetHeavyGetitem(Rule):
         """"disk" when the call sits in the branch that fills a cache file (`if os.path.exists(f):
         ... else: <call>; torch.save(...)`), also through same-file callers; "memory" behind an
         in-memory cache (`if index in self.cache:`); None otherwise."""
-        found = _cache_branch(self.ctx, call, fn)
-        if found is not None:
-            return found
-        sites = callers(self.ctx, fn) if fn.name.value not in ROOTS else []
-        if sites and all(_cache_branch(self.ctx, c, self.ctx.torch.enclosing_function(c)) == "disk" for c in sites):
+        if self._fills_cache_file(call):
             return "disk"
-        return None
+        sites = callers(self.ctx, fn) if fn.name.value not in ROOTS else []
+        if sites and all(self._fills_cache_file(c) for c in sites):
+            return "disk"
+        return _memory_cache_miss(self.ctx, call, fn)
+
+    def _fills_cache_file(self, call: cst.Call) -> bool:
+        if self._fill_lines is None:
+            try:
+                self._fill_lines = cache_fill_lines(ast.parse(self.ctx.source))
+            except (SyntaxError, ValueError, RecursionError):
+                self._fill_lines = set()
+        return self.ctx.position(call).start.line in self._fill_lines
 
     # -- precomputed in __init__ behind an option ------------------------------------------
     def _precomputed(self, call: cst.Call, fn: cst.FunctionDef) -> Optional[Tuple[str, int, bool]]:
@@ -431,44 +437,26 @@ def _is_dataset_class(ctx, cls: cst.ClassDef) -> bool:  # type: ignore[no-untype
     return any(isinstance(s, cst.FunctionDef) and s.name.value in ROOTS for s in cls.body.body)
 
 
-def _cache_branch(ctx, node: cst.CSTNode, fn: Optional[cst.FunctionDef]) -> Optional[str]:  # type: ignore[no-untyped-def]
-    """Whether `node` runs on a cache miss: "disk" (the branch writes the cache file), "memory"
-    (an `if key in self.cache` miss), None."""
+def _memory_cache_miss(ctx, node: cst.CSTNode, fn: Optional[cst.FunctionDef]) -> Optional[str]:  # type: ignore[no-untyped-def]
+    """"memory" when `node` runs on a miss of an in-memory cache (`if key in self.cache:` ...
+    `else:`, or the body of `if key not in self.cache:`), else None."""
     child = node
     for a in ctx.torch.ancestors(node):
         if a is fn:
             break
         if isinstance(a, cst.If) and child is not a.test:
             test = a.test
-            hit_branch = child is a.body
             negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
             inner = test.expression if negated else test
-            if isinstance(inner, cst.Call) and _last(ctx, inner.func) in EXISTS:
-                branch = a.body if negated else a.orelse
-                if branch is not None and (child is branch) and _saves(ctx, branch):
-                    return "disk"
             if isinstance(inner, cst.Comparison) and len(inner.comparisons) == 1:
                 op = inner.comparisons[0].operator
                 holder = inner.comparisons[0].comparator
                 if isinstance(op, (cst.In, cst.NotIn)) and isinstance(holder, cst.Attribute) and dotted(holder.value) == "self":
                     missing = isinstance(op, cst.NotIn) != negated
-                    if hit_branch == missing:
+                    if (child is a.body) == missing:
                         return "memory"
         child = a
     return None
-
-
-def _last(ctx, func: cst.BaseExpression) -> str:  # type: ignore[no-untyped-def]
-    q = ctx.qualname(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
-    if q in EXISTS:
-        return q
-    return func.attr.value if isinstance(func, cst.Attribute) else dotted(func) or ""
-
-
-def _saves(ctx, branch: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
-    finder = _CallNames(ctx)
-    branch.visit(finder)
-    return bool(finder.names & SAVES)
 
 
 def _option_tests(ctx, node: cst.CSTNode, fn: cst.FunctionDef) -> Dict[str, bool]:  # type: ignore[no-untyped-def]
