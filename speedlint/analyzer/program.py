@@ -674,6 +674,18 @@ def summarize(text: str, tree: Optional[ast.Module] = None) -> Optional[Dict[str
     return summary
 
 
+#: What a batch size is called (`for _ in range(self.batch_size):` runs once per element).
+_BATCH_SIZE_NAMES = frozenset({"batch_size", "bsz", "bs"})
+
+
+def _batch_size_range(expr: Any) -> bool:
+    """`range(batch_size)`, `range(self.batch_size)` in a summary's loop iterable."""
+    if not expr or expr[0] != "c" or expr[1] != ["n", "range"] or len(expr[2]) != 1 or expr[3]:
+        return False
+    text = _callee_text(expr[2][0]) or ""
+    return text.rsplit(".", 1)[-1] in _BATCH_SIZE_NAMES
+
+
 # -- disk caches ----------------------------------------------------------------------------------
 #: Tests that a cache file is there: `os.path.exists(f)`, `os.path.isfile(f)`, `Path(f).exists()`.
 _EXISTS = frozenset({"exists", "isfile", "is_file"})
@@ -1439,6 +1451,7 @@ class Hotness:
                 self._seed(queue, p.modules[mid].fids[c["methods"]["__iter__"]], SAMPLE, ())
             if "__call__" in c["methods"] and re.search(r"collat", q, re.I):
                 self._seed(queue, p.modules[mid].fids[c["methods"]["__call__"]], SAMPLE, ())
+        self._hand_written_loaders(queue, units)
         # functions passed as collate_fn=
         for mid, fid in units:
             body = self._body(mid, fid)
@@ -1453,6 +1466,31 @@ class Hotness:
                     for callee, _ in p.callees_of(obj) if obj[0] in "IC" else [(int(obj[2:]), 0)] if obj[0] in "FB" else []:
                         self._seed(queue, callee, SAMPLE, (Hop(p.modules[mid].shown, call[0], "collate_fn"),))
         self._propagate(queue)
+
+    def _hand_written_loaders(self, queue: deque, units: List[Tuple[int, Optional[int]]]) -> None:
+        """Per-sample entry points of a data loader written by hand: a loop that runs once per
+        element of a batch (`for _ in range(self.batch_size):`) and fetches each sample through a
+        method of a project `Dataset` subclass (`self.dataset.get_item(i)`) runs that method once
+        per sample, every epoch, like `__getitem__` (the call site is the chain)."""
+        p = self.p
+        for mid, fid in units:
+            body = self._body(mid, fid)
+            edges = None
+            for i, lp in enumerate(body["loops"]):
+                if not _batch_size_range(lp.get("iter")):
+                    continue
+                if edges is None:
+                    edges = self._edges(mid, fid)
+                inside = set(self._loop_calls(body, i))
+                for ci, callee in edges:
+                    call = body["calls"][ci]
+                    cid = p.fn_class[callee]
+                    if ci not in inside or cid is None or call[C_FLAGS] & _SKIP[SAMPLE]:
+                        continue
+                    name = p.functions[callee][1]["q"].rsplit(".", 1)[-1]
+                    if name.startswith("__") or not any(b.rsplit(".", 1)[-1].endswith("Dataset") for b in p.all_base_names(cid)):
+                        continue  # `__init__`, `__len__`; or not a dataset
+                    self._seed(queue, callee, SAMPLE, (Hop(p.modules[mid].shown, call[C_LINE], label(call[C_FUNC])),))
 
     def _is_eval_loop(self, mid: int, fid: int, loop: int) -> bool:
         fn = self.p.functions[fid][1]
