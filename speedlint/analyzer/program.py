@@ -710,7 +710,7 @@ def cache_fill_lines(tree: ast.AST) -> Set[int]:
                 test, negated = stmt.test, False
                 if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
                     test, negated = test.operand, True
-                if not (isinstance(test, ast.Call) and (_dotted(test.func) or "").rsplit(".", 1)[-1] in _EXISTS):
+                if not (isinstance(test, ast.Call) and _last_name(test.func) in _EXISTS):
                     continue
                 if negated:
                     miss: List[ast.stmt] = stmt.body
@@ -721,9 +721,16 @@ def cache_fill_lines(tree: ast.AST) -> Set[int]:
                 else:
                     continue
                 calls = [n for m in miss for n in ast.walk(m) if isinstance(n, ast.Call)]
-                if any((_dotted(c.func) or "").rsplit(".", 1)[-1] in _SAVES for c in calls):
+                if any(_last_name(c.func) in _SAVES for c in calls):
                     found.update(c.lineno for c in calls)
     return found
+
+
+def _last_name(func: ast.AST) -> str:
+    """`os.path.exists` -> "exists", `Path(f).exists` -> "exists", `save` -> "save"."""
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else ""
 
 
 def _mark_cache_fills(summary: Dict[str, Any], lines: Set[int]) -> None:

@@ -86,7 +86,7 @@ ROOTS = frozenset({"__getitem__", "__getitems__", "__iter__"})
 TRIGGERS = (
     "trimesh", "open3d", "meshio", "pyvista", "pymeshlab", "networkx", "rdkit", "librosa", "python_speech_features",
     "torchaudio", "skimage", "scipy", "sklearn", "pandas", "read_", "nibabel", "SimpleITK", "tifffile", "h5py",
-    "load", "soundfile", "from_pretrained", "__getitem__",
+    "load", "genfromtxt", "soundfile", "from_pretrained", "__getitem__", "__init__",
 )
 
 
@@ -287,20 +287,19 @@ class DatasetHeavyGetitem(Rule):
 
     # -- where the file comes from ---------------------------------------------------------
     def _per_sample_path(self, call: cst.Call, fn: cst.FunctionDef) -> bool:
-        """The file read is the sample's own: its path depends on the sample index (or on a
-        helper's parameter, or on an attribute of a per-sample object)."""
+        """The file read is the sample's own: its path depends on the sample (a parameter of the
+        function, a name derived from one, a loop variable of `__iter__`), or is an attribute of
+        a per-sample object (`self.frames_path` of an `Utterance`). A literal, a global, or an
+        attribute of the dataset itself names one fixed file, read again for every sample."""
         if not call.args:
             return False
         path = call.args[0].value
-        if fn.name.value not in ROOTS and self.ctx.torch.function_class.get(fn) is None:
-            return True  # a helper function: its argument is the sample's
-        tainted = _params(fn) | _derived(fn, _params(fn))
+        params = _params(fn)
+        tainted = params | _derived(fn, params | _loop_targets(fn))
         if _reads(path) & tainted:
             return True
         cls = self.ctx.torch.enclosing_class(fn.body)
-        if cls is not None and not _is_dataset_class(self.ctx, cls) and _reads_self(path):
-            return True  # `self.frames_fpath` of an utterance object: one per sample
-        return False
+        return cls is not None and not _is_dataset_class(self.ctx, cls) and _reads_self(path)
 
     def _extra_file(self, call: cst.Call, fn: cst.FunctionDef) -> bool:
         """The path is picked at random (`random.choice(self.noise_files)`): a bank of extra files."""
@@ -528,13 +527,39 @@ def _params(fn: cst.FunctionDef) -> Set[str]:
 
 
 def _derived(fn: cst.FunctionDef, names: Set[str]) -> Set[str]:
-    """Names bound in `fn` from `names` (transitively, in source order)."""
+    """`names`, and the names bound in `fn` from them (transitively, in source order), by
+    assignments and `with ... as f:`."""
     tainted = set(names)
-    for stmt in _assignments(fn):
-        if _reads(stmt.value) & tainted:
-            for t in stmt.targets:
-                tainted.update(_target_names(t.target))
-    return tainted - names
+    for value, targets in _bindings(fn):
+        if _reads(value) & tainted:
+            for t in targets:
+                tainted.update(_target_names(t))
+    return tainted
+
+
+def _bindings(fn: cst.FunctionDef) -> List[Tuple[cst.BaseExpression, List[cst.BaseExpression]]]:
+    collector = _AssignCollector()
+    fn.body.visit(collector)
+    return collector.bindings
+
+
+def _loop_targets(fn: cst.FunctionDef) -> Set[str]:
+    """Names a `for` loop of `fn` binds: one value per iteration (per item in `__iter__`)."""
+    finder = _ForTargets()
+    fn.body.visit(finder)
+    return finder.names
+
+
+class _ForTargets(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: Set[str] = set()
+
+    def visit_For(self, node: cst.For) -> None:
+        self.names.update(_target_names(node.target))
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
 
 
 def _target_names(target: cst.BaseExpression) -> List[str]:
@@ -557,9 +582,16 @@ class _AssignCollector(cst.CSTVisitor):
     def __init__(self) -> None:
         super().__init__()
         self.found: List[cst.Assign] = []
+        #: (value, targets) of assignments and `with` items, in source order
+        self.bindings: List[Tuple[cst.BaseExpression, List[cst.BaseExpression]]] = []
 
     def visit_Assign(self, node: cst.Assign) -> None:
         self.found.append(node)
+        self.bindings.append((node.value, [t.target for t in node.targets]))
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self.bindings.append((node.item, [node.asname.name]))
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False

@@ -74,6 +74,14 @@ _ADVICE = {
 }
 
 
+_WHAT_RUNS = {
+    RANGE: "tensor ops run once per sample",
+    ITEMS: "tensor ops run once per sample",
+    VALUES: "a masked selection and its tensor ops run once per value",
+    ROWS: "one small write per sample instead of one masked fill",
+}
+
+
 class PythonLoopOverBatch(Rule):
     """
     ## What it does
@@ -191,7 +199,7 @@ class PythonLoopOverBatch(Rule):
             return  # host-side metric code once per evaluation batch: Python overhead only
         self.report(
             node,
-            f"Python loop over the batch ({text}) in {place}: tensor ops run once per sample",
+            f"Python loop over the batch ({text}) in {place}: {_WHAT_RUNS[kind]}",
             fix=Fix.advice(_ADVICE[kind]),
             impact=impact,
         )
