@@ -80,6 +80,8 @@ BANK = "reads an extra file picked at random from a bank"
 #: Constructors that load models/vocabularies: must never run per sample.
 FROM_PRETRAINED = ("transformers.",)
 RANDOM = ("random.", "numpy.random.", "torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.bernoulli", "torch.normal", "torch.multinomial")
+#: Decorators that memoise a function: its body runs once per distinct argument, per process.
+MEMOIZERS = frozenset({"functools.lru_cache", "functools.cache", "lru_cache", "cache"})
 #: What the per-sample entry points are called.
 ROOTS = frozenset({"__getitem__", "__getitems__", "__iter__"})
 #: Text tokens without which nothing here can be called (imports spell the library).
@@ -186,8 +188,8 @@ class DatasetHeavyGetitem(Rule):
         if precomputed is None and what != BANK and self._random(node, fn):
             return  # random augmentation: a new result every time (a file picked at random is still a file)
         cached = self._cache(node, fn)
-        if cached == "disk":
-            return
+        if cached == "disk" or (cached == "memoized" and not _params(fn)):
+            return  # filled once: a cache file, or a memoised function without arguments
         if (fn, what) in self._reported:
             return  # one finding per kind of work in a function (`MolFromSmiles`, then `AddHs`)
         self._reported.add((fn, what))
@@ -199,10 +201,11 @@ class DatasetHeavyGetitem(Rule):
                 f"; `__init__` precomputes it (line {line}) only when `self.{flag}` is set"
                 + (", and it is off by default" if default_off else "")
             )
-        if cached == "memory":
+        if cached in ("memory", "memoized"):
             message += (
-                "; the in-memory cache in front of it fills in each DataLoader worker separately and is "
-                "lost when the workers are respawned every epoch (without `persistent_workers=True`)"
+                f"; {'the in-memory cache in front of it' if cached == 'memory' else f'`{fn.name.value}` is memoised, but its cache'} "
+                "fills in each DataLoader worker separately and is lost when the workers are respawned every "
+                "epoch (without `persistent_workers=True`)"
             )
         related: Tuple[Tuple[Any, ...], ...] = ()
         if not ctx.torch.chain_of(node)[1]:
@@ -346,13 +349,16 @@ class DatasetHeavyGetitem(Rule):
     # -- caches ------------------------------------------------------------------------------
     def _cache(self, call: cst.Call, fn: cst.FunctionDef) -> Optional[str]:
         """"disk" when the call sits in the branch that fills a cache file (`if os.path.exists(f):
-        ... else: <call>; torch.save(...)`), also through same-file callers; "memory" behind an
-        in-memory cache (`if index in self.cache:`); None otherwise."""
+        ... else: <call>; torch.save(...)`), also through same-file callers; "memoized" in a
+        function decorated with `functools.lru_cache`/`cache`; "memory" behind an in-memory cache
+        (`if index in self.cache:`); None otherwise."""
         if self._fills_cache_file(call):
             return "disk"
         sites = callers(self.ctx, fn) if fn.name.value not in ROOTS else []
         if sites and all(self._fills_cache_file(c) for c in sites):
             return "disk"
+        if any(_memoizes(self.ctx, d.decorator) for d in fn.decorators):
+            return "memoized"
         return _memory_cache_miss(self.ctx, call, fn)
 
     def _fills_cache_file(self, call: cst.Call) -> bool:
@@ -434,6 +440,14 @@ def _is_dataset_class(ctx, cls: cst.ClassDef) -> bool:  # type: ignore[no-untype
         if text.rsplit(".", 1)[-1].endswith("Dataset"):
             return True
     return any(isinstance(s, cst.FunctionDef) and s.name.value in ROOTS for s in cls.body.body)
+
+
+def _memoizes(ctx, decorator: cst.BaseExpression) -> bool:  # type: ignore[no-untyped-def]
+    """`@functools.lru_cache(...)`, `@lru_cache`, `@functools.cache`."""
+    target = decorator.func if isinstance(decorator, cst.Call) else decorator
+    if not isinstance(target, (cst.Name, cst.Attribute)):
+        return False
+    return (ctx.qualname(target) or dotted(target) or "") in MEMOIZERS
 
 
 def _memory_cache_miss(ctx, node: cst.CSTNode, fn: Optional[cst.FunctionDef]) -> Optional[str]:  # type: ignore[no-untyped-def]
