@@ -58,6 +58,8 @@ _FEW = 8
 _CONVERSIONS = frozenset({"cpu", "numpy", "tolist", "detach", "data"})
 
 Scope = Union[cst.FunctionDef, cst.Module]
+#: `_batch_size_of`: a value named the batch size (no tensor to read it from).
+NAMED = "named"
 
 #: What kind of loop over the batch, for the advice.
 RANGE, ITEMS, VALUES, ROWS = "range", "items", "values", "rows"
@@ -259,8 +261,11 @@ class PythonLoopOverBatch(Rule):
             if len(args) != 1 or not isinstance(loop_target, cst.Name):
                 return None
             index = loop_target.value
-            if self._batch_size_of(args[0].value, scope):
+            batch = self._batch_size_of(args[0].value, scope)
+            if batch is not None:
                 found = (f"`{self.ctx.code(it)}`", RANGE)
+                if batch is not NAMED:
+                    sources.append(batch)  # type: ignore[arg-type]
         else:
             values = self._unique_of(it, scope)
             if values is not None:
@@ -301,8 +306,8 @@ class PythonLoopOverBatch(Rule):
             return None
         if not self._tensor_work(body, index, tracked, scope):
             return None
-        if index is not None:
-            sources += _indexed_bases(body, index)
+        if index is not None and not sources:
+            sources = _indexed_bases(body, index)  # `range(batch_size)`: what the index reads
         return found[0], found[1], any(self._on_device(s) for s in sources)
 
     def _on_device(self, expr: cst.BaseExpression) -> bool:
@@ -343,47 +348,51 @@ class PythonLoopOverBatch(Rule):
             child = a
         return False
 
-    def _batch_size_of(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+    def _batch_size_of(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> Union[cst.BaseExpression, str, None]:
         """`expr` is a batch size: `x.size(0)`, `x.shape[0]`, `len(x)` of a tensor `x`, a name
-        bound to one of those (`B = x.size(0)`, `B, C, H, W = x.shape`, `b, n = x.shape[:2]`),
-        or a value named the batch size (`batch_size`, `self.batch_size`)."""
+        bound to one of those (`B = x.size(0)`, `B, C, H, W = x.shape`, `b, n = x.shape[:2]`):
+        the tensor `x`; or a value named the batch size (`batch_size`, `self.batch_size`): NAMED.
+        None for anything else."""
         if isinstance(expr, cst.Call):
             func = expr.func
             if isinstance(func, cst.Attribute) and func.attr.value == "size" and len(expr.args) == 1:
-                return _is_zero(expr.args[0].value) and isinstance(func.value, (cst.Name, cst.Attribute))
+                if _is_zero(expr.args[0].value) and isinstance(func.value, (cst.Name, cst.Attribute)):
+                    return func.value
+                return None
             if dotted(func) == "len" and len(expr.args) == 1:
-                return self._is_tensor(expr.args[0].value, scope)
-            return False
+                return expr.args[0].value if self._is_tensor(expr.args[0].value, scope) else None
+            return None
         if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
             if not _is_zero(expr.slice[0].slice.value):
-                return False
-            return _shape_of(expr.value) is not None
+                return None
+            return _shape_of(expr.value)
         if isinstance(expr, (cst.Name, cst.Attribute)):
             text = dotted(expr) or ""
             if text.rsplit(".", 1)[-1] in _BATCH_SIZE_NAMES:
-                return True
+                return NAMED
             if isinstance(expr, cst.Name) and depth == 0:
                 return self._batch_size_name(expr.value, scope)
-        return False
+        return None
 
-    def _batch_size_name(self, name: str, scope: Scope) -> bool:
+    def _batch_size_name(self, name: str, scope: Scope) -> Union[cst.BaseExpression, str, None]:
         """`B` bound once in the function from a batch size: `B = x.size(0)`, `B, C, H, W = x.shape`."""
-        found: List[bool] = []
+        found: List[Union[cst.BaseExpression, str, None]] = []
         for stmt in _assignments(scope, name):
             if len(stmt.targets) != 1:
-                return False
+                return None
             target = stmt.targets[0].target
             if isinstance(target, cst.Name):
                 found.append(self._batch_size_of(stmt.value, scope, depth=1))
             elif isinstance(target, (cst.Tuple, cst.List)) and target.elements:
                 first = target.elements[0].value
-                if isinstance(first, cst.Name) and first.value == name and _shape_of(_leading_dims(stmt.value)) is not None:
-                    found.append(True)
+                tensor = _shape_of(_leading_dims(stmt.value))
+                if isinstance(first, cst.Name) and first.value == name and tensor is not None:
+                    found.append(tensor)
                 else:
-                    return False
+                    return None
             else:
-                return False
-        return len(found) == 1 and found[0]
+                return None
+        return found[0] if len(found) == 1 else None
 
     def _unique_of(self, it: cst.BaseExpression, scope: Scope) -> Optional[cst.BaseExpression]:
         """`torch.unique(t)`, `np.unique(t.cpu())`, `t.unique()` of a tensor `t` (also `.tolist()`-ed):
