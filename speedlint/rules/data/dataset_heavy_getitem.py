@@ -10,6 +10,7 @@ import libcst as cst
 from speedlint.analyzer.program import cache_fill_lines
 from speedlint.analyzer.providers.flow import flow
 from speedlint.analyzer.providers.hot import callers
+from speedlint.analyzer.providers.loaders import target_names
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, LOW, MEDIUM, Fix, Impact, Rule, Status
 
@@ -342,7 +343,7 @@ class DatasetHeavyGetitem(Rule):
                     stmt.value.visit(finder)
                     if any(q.startswith(RANDOM) for q in finder.names) or _reads(stmt.value) & got:
                         for t in stmt.targets:
-                            got.update(_target_names(t.target))
+                            got.update(target_names(t.target))
             self._random_names[fn] = got
         return got
 
@@ -547,7 +548,7 @@ def _derived(fn: cst.FunctionDef, names: Set[str]) -> Set[str]:
     for value, targets in _bindings(fn):
         if _reads(value) & tainted:
             for t in targets:
-                tainted.update(_target_names(t))
+                tainted.update(target_names(t))
     return tainted
 
 
@@ -559,31 +560,9 @@ def _bindings(fn: cst.FunctionDef) -> List[Tuple[cst.BaseExpression, List[cst.Ba
 
 def _loop_targets(fn: cst.FunctionDef) -> Set[str]:
     """Names a `for` loop of `fn` binds: one value per iteration (per item in `__iter__`)."""
-    finder = _ForTargets()
-    fn.body.visit(finder)
-    return finder.names
-
-
-class _ForTargets(cst.CSTVisitor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: Set[str] = set()
-
-    def visit_For(self, node: cst.For) -> None:
-        self.names.update(_target_names(node.target))
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-
-def _target_names(target: cst.BaseExpression) -> List[str]:
-    if isinstance(target, cst.Name):
-        return [target.value]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for el in target.elements for n in _target_names(el.value)]
-    if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
-    return []
+    collector = _AssignCollector()
+    fn.body.visit(collector)
+    return collector.loop_targets
 
 
 def _assignments(fn: cst.FunctionDef) -> List[cst.Assign]:
@@ -598,6 +577,7 @@ class _AssignCollector(cst.CSTVisitor):
         self.found: List[cst.Assign] = []
         #: (value, targets) of assignments and `with` items, in source order
         self.bindings: List[Tuple[cst.BaseExpression, List[cst.BaseExpression]]] = []
+        self.loop_targets: Set[str] = set()
 
     def visit_Assign(self, node: cst.Assign) -> None:
         self.found.append(node)
@@ -606,6 +586,9 @@ class _AssignCollector(cst.CSTVisitor):
     def visit_WithItem(self, node: cst.WithItem) -> None:
         if node.asname is not None:
             self.bindings.append((node.item, [node.asname.name]))
+
+    def visit_For(self, node: cst.For) -> None:
+        self.loop_targets.update(target_names(node.target))
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False
