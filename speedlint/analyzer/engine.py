@@ -892,7 +892,7 @@ def _finding(ctx: FileContext, rule: Rule, report, timed: bool = False) -> Tuple
         fix=fix,
         edits=edits,
         status=rule.status,
-        related=related,
+        related=related or report.related,
     ), spent
 
 

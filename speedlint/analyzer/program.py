@@ -40,7 +40,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 from speedlint.analyzer.textscan import may_use_gpu
 
 #: The summary format (bump when `summarize` changes what it records).
-SUMMARY_FORMAT = 4
+SUMMARY_FORMAT = 6
 
 #: In `passed_constants`: a call site that does not pass the parameter (its default applies).
 DEFAULT = "\x00default"
@@ -249,6 +249,8 @@ C_LINE, C_FUNC, C_ARGS, C_KWS, C_LOOP, C_FLAGS = range(6)
 #: Call-site flags: behind an interval guard, in an exception handler, under no_grad, only when
 #: training (`if self.training:`), only when evaluating (its `else`).
 GUARDED, HANDLER, GRAD_OFF, TRAIN_ONLY, EVAL_ONLY, CONDITIONAL, PROPERTY = 1, 2, 4, 8, 16, 32, 64
+#: Call-site flag (`cache_fill_lines`): the call fills a cache file on a miss; later epochs load it.
+CACHE_FILL = 128
 
 
 def _always_taken(test: ast.AST) -> bool:
@@ -671,6 +673,7 @@ def summarize(text: str, tree: Optional[ast.Module] = None) -> Optional[Dict[str
         summary = _Summarizer(tree).run()
     except RecursionError:
         return None
+    _mark_cache_fills(summary, cache_fill_lines(tree))
     summary["gpu"] = may_use_gpu(text)
     summary["conv"] = bool(_CONV_TEXT.search(text))
     summary["cudnn_text"] = "cudnn" in text
@@ -698,6 +701,74 @@ def _data_facts(summary: Dict[str, Any], text: str, tree: ast.Module) -> None:
             moves = loaders.get("moves", {}).get(str(fn["line"]))
             if moves:
                 fn["moves"] = moves  # parameters it copies to the GPU (`x = x.to(self.device)`)
+
+
+#: What a batch size is called (`for _ in range(self.batch_size):` runs once per element).
+_BATCH_SIZE_NAMES = frozenset({"batch_size", "bsz", "bs"})
+
+
+def _batch_size_range(expr: Any) -> bool:
+    """`range(batch_size)`, `range(self.batch_size)` in a summary's loop iterable."""
+    if not expr or expr[0] != "c" or expr[1] != ["n", "range"] or len(expr[2]) != 1 or expr[3]:
+        return False
+    text = _callee_text(expr[2][0]) or ""
+    return text.rsplit(".", 1)[-1] in _BATCH_SIZE_NAMES
+
+
+# -- disk caches ----------------------------------------------------------------------------------
+#: Tests that a cache file is there: `os.path.exists(f)`, `os.path.isfile(f)`, `Path(f).exists()`.
+_EXISTS = frozenset({"exists", "isfile", "is_file"})
+#: Calls that write a cache file (`torch.save`, `np.save`, `pickle.dump`, `json.dump` ...).
+_SAVES = frozenset({"save", "savez", "savez_compressed", "dump"})
+
+
+def cache_fill_lines(tree: ast.AST) -> Set[int]:
+    """Lines of the calls that run only when a cache file is missing, in the branch that writes
+    it: `if os.path.exists(f): x = load(f) else: x = compute(...); save(x, f)` (also `if not
+    exists(f): ...`, and `if exists(f): return load(f)` followed by the computation). They run
+    once per sample ever, not once per sample per epoch (the cache-to-disk pattern)."""
+    found: Set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if not isinstance(body, list):
+            continue
+        for block in (body, getattr(node, "orelse", None) or [], getattr(node, "finalbody", None) or []):
+            for k, stmt in enumerate(block):
+                if not isinstance(stmt, ast.If):
+                    continue
+                test, negated = stmt.test, False
+                if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                    test, negated = test.operand, True
+                if not (isinstance(test, ast.Call) and _last_name(test.func) in _EXISTS):
+                    continue
+                if negated:
+                    miss: List[ast.stmt] = stmt.body
+                elif stmt.orelse:
+                    miss = stmt.orelse
+                elif stmt.body and isinstance(stmt.body[-1], ast.Return):
+                    miss = block[k + 1:]  # `if exists(f): return load(f)`: the rest computes and saves
+                else:
+                    continue
+                calls = [n for m in miss for n in ast.walk(m) if isinstance(n, ast.Call)]
+                if any(_last_name(c.func) in _SAVES for c in calls):
+                    found.update(c.lineno for c in calls)
+    return found
+
+
+def _last_name(func: ast.AST) -> str:
+    """`os.path.exists` -> "exists", `Path(f).exists` -> "exists", `save` -> "save"."""
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else ""
+
+
+def _mark_cache_fills(summary: Dict[str, Any], lines: Set[int]) -> None:
+    if not lines:
+        return
+    for fn in [summary["module"], *summary["functions"]]:
+        for call in fn["calls"]:
+            if call[C_LINE] in lines:
+                call[C_FLAGS] |= CACHE_FILL
 
 
 # -- the link step --------------------------------------------------------------------------------
@@ -1373,7 +1444,7 @@ class Program:
 
 # -- hotness --------------------------------------------------------------------------------------
 #: Call-site flags that stop each kind of hotness from flowing through a call.
-_SKIP = {STEP: GUARDED | HANDLER | EVAL_ONLY, SAMPLE: GUARDED | HANDLER, EVAL: GUARDED | HANDLER | TRAIN_ONLY, EPOCH: HANDLER}
+_SKIP = {STEP: GUARDED | HANDLER | EVAL_ONLY, SAMPLE: GUARDED | HANDLER | CACHE_FILL, EVAL: GUARDED | HANDLER | TRAIN_ONLY, EPOCH: HANDLER}
 @dataclass
 class _Unit:
     """A function (loop -1) or a loop of a function, or of a module's top level (fid None)."""
@@ -1500,6 +1571,7 @@ class Hotness:
                 self._seed(queue, p.modules[mid].fids[c["methods"]["__iter__"]], SAMPLE, ())
             if "__call__" in c["methods"] and re.search(r"collat", q, re.I):
                 self._seed(queue, p.modules[mid].fids[c["methods"]["__call__"]], SAMPLE, ())
+        self._hand_written_loaders(queue, units)
         # functions passed as collate_fn=
         for mid, fid in units:
             body = self._body(mid, fid)
@@ -1514,6 +1586,31 @@ class Hotness:
                     for callee, _ in p.callees_of(obj) if obj[0] in "IC" else [(int(obj[2:]), 0)] if obj[0] in "FB" else []:
                         self._seed(queue, callee, SAMPLE, (Hop(p.modules[mid].shown, call[0], "collate_fn"),))
         self._propagate(queue)
+
+    def _hand_written_loaders(self, queue: deque, units: List[Tuple[int, Optional[int]]]) -> None:
+        """Per-sample entry points of a data loader written by hand: a loop that runs once per
+        element of a batch (`for _ in range(self.batch_size):`) and fetches each sample through a
+        method of a project `Dataset` subclass (`self.dataset.get_item(i)`) runs that method once
+        per sample, every epoch, like `__getitem__` (the call site is the chain)."""
+        p = self.p
+        for mid, fid in units:
+            body = self._body(mid, fid)
+            edges = None
+            for i, lp in enumerate(body["loops"]):
+                if not _batch_size_range(lp.get("iter")):
+                    continue
+                if edges is None:
+                    edges = self._edges(mid, fid)
+                inside = set(self._loop_calls(body, i))
+                for ci, callee in edges:
+                    call = body["calls"][ci]
+                    cid = p.fn_class[callee]
+                    if ci not in inside or cid is None or call[C_FLAGS] & _SKIP[SAMPLE]:
+                        continue
+                    name = p.functions[callee][1]["q"].rsplit(".", 1)[-1]
+                    if name.startswith("__") or not any(b.rsplit(".", 1)[-1].endswith("Dataset") for b in p.all_base_names(cid)):
+                        continue  # `__init__`, `__len__`; or not a dataset
+                    self._seed(queue, callee, SAMPLE, (Hop(p.modules[mid].shown, call[C_LINE], label(call[C_FUNC])),))
 
     def _is_eval_loop(self, mid: int, fid: int, loop: int) -> bool:
         fn = self.p.functions[fid][1]

@@ -107,6 +107,9 @@ class Report:
     #: a config-file place (`providers.configs.ConfigSite`) the finding belongs to instead of
     #: `node`; the code at `node` becomes its related location
     at: Any = None
+    #: call sites in this file that make `node` hot (as `Finding.related`), when the rule knows
+    #: them and the whole program gives no chain (a helper called from `__getitem__`)
+    related: Tuple[Tuple[Any, ...], ...] = ()
 
 
 class Rule(cst.BatchableCSTVisitor):
@@ -144,10 +147,13 @@ class Rule(cst.BatchableCSTVisitor):
         fix: Optional[Fix] = None,
         impact: Optional[Impact] = None,
         at: Any = None,
+        related: Tuple[Tuple[Any, ...], ...] = (),
     ) -> None:
         """Report a finding on `node`, or, with `at` (a `ConfigSite` from `ctx.config_values`),
-        on the config-file line that holds the value, with `node` as the code that reads it."""
-        self.reports.append(Report(node, message, fix, impact or self.impact, at))
+        on the config-file line that holds the value, with `node` as the code that reads it.
+        `related`: call sites in this file that make `node` hot (a helper called from
+        `__getitem__`), when the whole program gives no chain."""
+        self.reports.append(Report(node, message, fix, impact or self.impact, at, related))
 
     # -- class-level helpers -------------------------------------------------------------
     @classmethod
