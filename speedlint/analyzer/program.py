@@ -35,7 +35,7 @@ import os
 import re
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
 from speedlint.analyzer.textscan import may_use_gpu
 
@@ -877,6 +877,8 @@ class Program:
     """The linked project: resolution, types and hotness over every file's summary."""
 
     ROUNDS = 4
+    #: classes with more subclasses than this are taken as themselves in their methods (`_selves`)
+    MAX_SUBCLASSES = 32
 
     def __init__(self, files: Sequence[Tuple[str, str, Dict[str, Any]]]) -> None:
         """`files`: (absolute path, display path, summary) for every parsable file of the run."""
@@ -917,6 +919,7 @@ class Program:
         self.bases: List[List[int]] = [self._resolve_bases(cid) for cid in range(len(self.classes))]
         self.base_names: List[Set[str]] = [self._external_bases(cid) for cid in range(len(self.classes))]
         self.subclasses: Dict[int, Set[int]] = {}
+        self._selves_memo: Dict[int, Tuple[FrozenSet[str], FrozenSet[str]]] = {}
         for cid in range(len(self.classes)):
             for anc in self.mro(cid)[1:]:
                 self.subclasses.setdefault(anc, set()).add(cid)
@@ -1155,9 +1158,9 @@ class Program:
                 env[p] = set(t)
             cid = self.fn_class[fid]
             if cid is not None and fn["params"] and not fn.get("static"):
-                selfs = {f"I:{c}" for c in (cid, *self.subclasses.get(cid, ()))}
+                kinds = self._selves(cid)
                 is_classmethod = any(d == ["n", "classmethod"] for d in fn["dec"])
-                env[fn["params"][0]] = {f"C:{c}" for c in (cid, *self.subclasses.get(cid, ()))} if is_classmethod else selfs
+                env[fn["params"][0]] = set(kinds[1] if is_classmethod else kinds[0])
         assigns = fn["assign"]
         for _ in range(2):  # a = B(); c = a  (flow-insensitive, two passes settle most chains)
             for name, values in assigns.items():
@@ -1165,6 +1168,19 @@ class Program:
                 for v in values:
                     got |= self.eval(mid, fid, v, env)
         return env
+
+    def _selves(self, cid: int) -> Tuple[FrozenSet[str], FrozenSet[str]]:
+        """What `self` (and `cls`) may be in a method of class `cid`: an instance of it or of any
+        subclass, so that `self.step()` reaches the overrides. A class with more than
+        `MAX_SUBCLASSES` subclasses (a library base such as `PreTrainedModel`, with 1,354 in
+        transformers) is taken as itself alone: every attribute read in its methods would
+        otherwise be evaluated once per subclass."""
+        got = self._selves_memo.get(cid)
+        if got is None:
+            subs = self.subclasses.get(cid, ())
+            family = (cid, *subs) if len(subs) <= self.MAX_SUBCLASSES else (cid,)
+            got = self._selves_memo[cid] = (frozenset(f"I:{c}" for c in family), frozenset(f"C:{c}" for c in family))
+        return got
 
     def eval(self, mid: int, fid: Optional[int], expr: Any, env: Dict[str, Set[str]], depth: int = 0) -> Set[str]:
         if expr is None or depth > 10:
@@ -1920,30 +1936,39 @@ class Hotness:
     def _program_options(self) -> List[Dict[str, Any]]:
         """Per module: the on/off options declared elsewhere in its program (the modules connected
         to it by imports) with one known default each; a name declared with different defaults,
-        or in the module itself (its own parser is read directly), is left out."""
+        or in the module itself (its own parser is read directly), is left out. One pass per
+        connected component (a library is one component of thousands of modules)."""
         p = self.p
         deps = self._import_deps()
         neighbours: List[Set[int]] = [set(d) for d in deps]
         for mid, targets in enumerate(deps):
             for t in targets:
                 neighbours[t].add(mid)
+        component = [-1] * len(p.modules)
+        declared: List[Dict[str, Set[str]]] = []  # per component: option -> the defaults written
+        for start in range(len(p.modules)):
+            if component[start] >= 0:
+                continue
+            found: Dict[str, Set[str]] = {}
+            component[start] = len(declared)
+            todo = [start]
+            while todo:
+                cur = todo.pop()
+                for dest, values in (p.modules[cur].summary.get("options") or {}).items():
+                    found.setdefault(dest, set()).update(map(repr, values))
+                for nxt in neighbours[cur]:
+                    if component[nxt] < 0:
+                        component[nxt] = component[start]
+                        todo.append(nxt)
+            declared.append(found)
+        switches: List[Dict[str, bool]] = []  # per component: the options with one on/off default
+        for found in declared:
+            known = ((d, _literal(next(iter(vs)))) for d, vs in sorted(found.items()) if len(vs) == 1)
+            switches.append({d: v for d, v in known if isinstance(v, bool)})
         out: List[Dict[str, Any]] = []
         for m in p.modules:
             own = m.summary.get("options") or {}
-            seen, todo = {m.id}, [m.id]
-            found: Dict[str, Set[Any]] = {}
-            while todo:
-                cur = todo.pop()
-                for nxt in neighbours[cur]:
-                    if nxt not in seen:
-                        seen.add(nxt)
-                        todo.append(nxt)
-                        for dest, values in (p.modules[nxt].summary.get("options") or {}).items():
-                            found.setdefault(dest, set()).update(map(repr, values))
-            out.append({
-                dest: value for dest, value in ((d, _literal(next(iter(vs)))) for d, vs in sorted(found.items()) if len(vs) == 1 and d not in own)
-                if isinstance(value, bool)  # on/off switches (AMP, determinism): what the rules ask about
-            })
+            out.append({d: v for d, v in switches[component[m.id]].items() if d not in own})
         return out
 
     def _import_deps(self) -> List[Set[int]]:
