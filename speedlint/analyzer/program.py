@@ -832,7 +832,7 @@ class FileSeeds:
 
 
 class _Module:
-    __slots__ = ("id", "path", "shown", "name", "root", "summary", "is_package", "fids", "cids", "globals_env")
+    __slots__ = ("id", "path", "shown", "name", "root", "summary", "is_package", "fids", "cids", "fids_by_q", "globals_env")
 
     def __init__(self, mid: int, path: str, shown: str, summary: Dict[str, Any]) -> None:
         self.id = mid
@@ -844,6 +844,7 @@ class _Module:
         self.is_package = os.path.basename(path) == "__init__.py"
         self.fids: List[int] = []
         self.cids: Dict[str, int] = {}
+        self.fids_by_q: Dict[str, List[int]] = {}  # qualified name -> its functions (redefinitions too)
         self.globals_env: Dict[str, Set[str]] = {}
 
 
@@ -896,6 +897,7 @@ class Program:
             self.by_path[path] = m.id
             for fn in summary["functions"]:
                 m.fids.append(len(self.functions))
+                m.fids_by_q.setdefault(fn["q"], []).append(len(self.functions))
                 self.functions.append((m.id, fn))
             for q, c in summary["classes"].items():
                 m.cids[q] = len(self.classes)
@@ -920,6 +922,7 @@ class Program:
         self.base_names: List[Set[str]] = [self._external_bases(cid) for cid in range(len(self.classes))]
         self.subclasses: Dict[int, Set[int]] = {}
         self._selves_memo: Dict[int, Tuple[FrozenSet[str], FrozenSet[str]]] = {}
+        self._outer_memo: Dict[int, Dict[str, Set[str]]] = {}  # per round: enclosing functions' names
         for cid in range(len(self.classes)):
             for anc in self.mro(cid)[1:]:
                 self.subclasses.setdefault(anc, set()).add(cid)
@@ -988,10 +991,8 @@ class Program:
         m = self.modules[mid]
         s = m.summary
         out: Set[str] = set()
-        for i, fid in enumerate(m.fids):
-            fn = self.functions[fid][1]
-            if fn["q"] == name:
-                out.add(f"F:{fid}")
+        for fid in m.fids_by_q.get(name, ()):
+            out.add(f"F:{fid}")
         cid = m.cids.get(name)
         if cid is not None:
             out.add(f"C:{cid}")
@@ -1140,6 +1141,7 @@ class Program:
                         m.globals_env.setdefault(k, set()).update(v)
                         changed = True
             self._symbol_memo.clear()  # module globals may have grown
+            self._outer_memo.clear()
             self._attr_memo.clear()  # attribute types grow from round to round
             for fid, (mid, fn) in enumerate(self.functions):
                 if self._visit_function(fid, mid, fn, final=round_ == self.ROUNDS - 1):
@@ -1182,6 +1184,14 @@ class Program:
             got = self._selves_memo[cid] = (frozenset(f"I:{c}" for c in family), frozenset(f"C:{c}" for c in family))
         return got
 
+    def _outer_env(self, mid: int, fid: int, fn: Dict[str, Any]) -> Dict[str, Set[str]]:
+        """The names of a function that closures defined in it read (once per round)."""
+        got = self._outer_memo.get(fid)
+        if got is None:
+            self._outer_memo[fid] = {}  # a closure read while it is computed: nothing yet
+            got = self._outer_memo[fid] = self._local_env(mid, fid, fn)
+        return got
+
     def eval(self, mid: int, fid: Optional[int], expr: Any, env: Dict[str, Set[str]], depth: int = 0) -> Set[str]:
         if expr is None or depth > 10:
             return set()
@@ -1194,10 +1204,10 @@ class Program:
                 fn = self.functions[fid][1]
                 outer = fn.get("outer")
                 if outer is not None:  # a closure reads its enclosing function's names
-                    for ofid in self.modules[mid].fids:
+                    for ofid in self.modules[mid].fids_by_q.get(outer, ()):
                         ofn = self.functions[ofid][1]
-                        if ofn["q"] == outer and name in ofn["assign"]:
-                            return self._local_env(mid, ofid, ofn).get(name, set())
+                        if name in ofn["assign"]:
+                            return self._outer_env(mid, ofid, ofn).get(name, set())
             return self.symbol(mid, name)
         if tag == "a":
             out: Set[str] = set()
