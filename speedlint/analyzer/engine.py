@@ -28,6 +28,7 @@ from speedlint.analyzer.providers.walk import visit_batched as fast_visit_batche
 from speedlint.analyzer.findings import FileResult, Profile  # noqa: F401 - re-exported
 from speedlint.analyzer.rule import Diagnostic, Edit, Finding, Rule
 from speedlint.analyzer.sources import Source
+from speedlint.analyzer.program import USED_ELSEWHERE
 from speedlint.analyzer.textscan import FIRST_ARG_GROWERS, has_word, has_word_then, may_grow, may_use_gpu, word_ends
 
 if TYPE_CHECKING:  # pragma: no cover - `ast` is imported lazily where it is needed
@@ -761,7 +762,7 @@ def analyze_text(
     facts = AstFacts(None, text)
     if seeds is not None:
         seeded_facts(facts, seeds)
-        if any(seeds.project.get(k) for k in ("loaders", "called", "pinned_loops", "loader_classes")):
+        if any(seeds.project.get(k) for k in USED_ELSEWHERE):
             prelook = False  # used from elsewhere: the text of this file alone cannot tell
     if decided:
         facts.__dict__["_scanned"] = True  # valid Python: `ast` parsed it before

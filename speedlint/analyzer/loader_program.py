@@ -27,6 +27,8 @@ Hotness = Any
 FileSeeds = Any
 
 _DISTRIBUTED = re.compile(r"\b(DistributedDataParallel|init_process_group|torchrun|LOCAL_RANK|mp\.spawn|DistributedSampler)\b")
+#: Substrings one of which `_DISTRIBUTED` needs (a `\b` pattern scans slowly: most files have none).
+_DISTRIBUTED_HINTS = ("Distributed", "init_process_group", "torchrun", "LOCAL_RANK", "spawn")
 _IN_MEMORY_CALLS = frozenset({"TensorDataset", "StackDataset"})
 
 
@@ -35,7 +37,7 @@ def loader_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
     (generators that yield what they iterate), `moves` (parameters a function copies to the GPU),
     `distributed` (it starts one process per GPU) and `cpu_count` (it reads the CPU count)."""
     out: Dict[str, Any] = {}
-    if _DISTRIBUTED.search(text):
+    if any(w in text for w in _DISTRIBUTED_HINTS) and _DISTRIBUTED.search(text):
         out["distributed"] = True
     if "cpu_count" in text or "sched_getaffinity" in text:
         out["cpu_count"] = True  # a file SPD107 may look at

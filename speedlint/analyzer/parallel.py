@@ -279,7 +279,14 @@ def program_seeds(
             if enabled is not None and codes is not None:
                 hints[index] = enabled
     t1 = time.perf_counter()
-    by_shown = link([(os.path.abspath(files[i][0]), files[i][1], s) for i, s in sorted(summaries.items())], config_files)
+    import gc
+
+    threshold = gc.get_threshold()
+    gc.set_threshold(50_000, 50, 100)  # the link allocates much and frees little: collect less often
+    try:
+        by_shown = link([(os.path.abspath(files[i][0]), files[i][1], s) for i, s in sorted(summaries.items())], config_files)
+    finally:
+        gc.set_threshold(*threshold)
     locate_chains(by_shown, {files[i][1]: s["cells"] for i, s in summaries.items() if "cells" in s})
     if cache is not None:
         cache.save_program(key, by_shown)
@@ -461,7 +468,9 @@ def process_files(
     for index, (path, shown) in enumerate(files):
         settings, codes, key = settings_of[index]
         seeds = program.seeds.get(index)
-        hint = program.hints.get(index) if seeds is None else None
+        hint = program.hints.get(index)
+        if hint is not None and seeds is not None and seeds.changes_prelook(t for r in rules_by_code(codes) for t in r.seed_triggers):
+            hint = None  # decided again with the seeds
         raw = program.digests.get(index)
         name = str(path)
         if cache is not None:
@@ -490,7 +499,7 @@ def process_files(
             cache.misses += 1
             stored[index] = digest
             t_cache += time.perf_counter() - t1
-        if hint == ():
+        if hint == () and (seeds is None or not seeds.project.get("config_problems")):
             results[index] = work.nothing(shown)  # the pre-look of the summary phase: nothing can fire
             continue
         try:

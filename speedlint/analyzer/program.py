@@ -85,9 +85,12 @@ _TENSOR_METHODS = frozenset({
 #: Text that says a module builds convolutions (SPD701's "conv net"), and that it switches the
 #: cuDNN autotuner (to anything: the explicit settings are judged where they are written).
 _CONV_TEXT = re.compile(r"\b(Conv[123]d|ConvTranspose[123]d|LazyConv[123]d|conv[123]d|torchvision\.models|timm\.create_model|segmentation_models_pytorch)\b")
+#: Substrings one of which `_CONV_TEXT` needs (a `\b` pattern scans slowly: most files have none).
+_CONV_HINTS = ("onv", "torchvision", "timm", "segmentation_models")
 #: Evidence of fixed input shapes (where the autotuner pays off): resize/crop transforms, the
 #: standard fixed-size image datasets.
 _FIXED_SHAPES = re.compile(r"\b(Resize|RandomResizedCrop|RandomCrop|CenterCrop)\(|\b(CIFAR10|CIFAR100|MNIST|FashionMNIST|ImageFolder)\b")
+_FIXED_SHAPE_HINTS = ("Resize", "Crop", "CIFAR", "MNIST", "ImageFolder")
 _BENCHMARK_ON = re.compile(r"cudnn\.benchmark\s*=(?!=)")
 
 #: `torch.<name>` dtypes (a `.to()` with one of these casts, it does not move).
@@ -510,8 +513,14 @@ class _Summarizer:
                     # reading a property runs its getter: a call with no arguments
                     flags = g | (HANDLER if handler else 0) | (GRAD_OFF if grad_off else 0) | PROPERTY
                     fn["calls"].append([sub.lineno, ["a", ["n", base.id], sub.attr], [], {}, loop, flags])  # type: ignore[attr-defined]
-            for child in ast.iter_child_nodes(sub):
-                todo.append((child, g))
+            for field in sub._fields:
+                value = getattr(sub, field, None)
+                if value.__class__ is list:
+                    for child in value:
+                        if isinstance(child, ast.AST):
+                            todo.append((child, g))
+                elif isinstance(value, ast.AST) and value.__class__ not in _LEAVES:
+                    todo.append((value, g))
 
     def _call(self, node: ast.Call, fn: Dict[str, Any], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
         func = node.func
@@ -673,12 +682,13 @@ def summarize(text: str, tree: Optional[ast.Module] = None) -> Optional[Dict[str
         summary = _Summarizer(tree).run()
     except RecursionError:
         return None
-    _mark_cache_fills(summary, cache_fill_lines(tree))
+    if any(w in text for w in _EXISTS) and any(w in text for w in _SAVES):
+        _mark_cache_fills(summary, cache_fill_lines(tree))
     summary["gpu"] = may_use_gpu(text)
-    summary["conv"] = bool(_CONV_TEXT.search(text))
+    summary["conv"] = any(w in text for w in _CONV_HINTS) and bool(_CONV_TEXT.search(text))
     summary["cudnn_text"] = "cudnn" in text
-    summary["benchmark_on"] = bool(_BENCHMARK_ON.search(text))
-    summary["fixed_shapes"] = bool(_FIXED_SHAPES.search(text))
+    summary["benchmark_on"] = summary["cudnn_text"] and bool(_BENCHMARK_ON.search(text))
+    summary["fixed_shapes"] = any(w in text for w in _FIXED_SHAPE_HINTS) and bool(_FIXED_SHAPES.search(text))
     _data_facts(summary, text, tree)
     return summary
 
@@ -720,6 +730,10 @@ def _batch_size_range(expr: Any) -> bool:
 _EXISTS = frozenset({"exists", "isfile", "is_file"})
 #: Calls that write a cache file (`torch.save`, `np.save`, `pickle.dump`, `json.dump` ...).
 _SAVES = frozenset({"save", "savez", "savez_compressed", "dump"})
+
+
+#: Nodes `_exprs` need not enter: no call below them.
+_LEAVES = frozenset({ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del})
 
 
 def cache_fill_lines(tree: ast.AST) -> Set[int]:
@@ -790,6 +804,11 @@ class Hop:
         return (self.path, self.line, self.label) if self.cell is None else (self.path, self.line, self.label, self.cell)
 
 
+#: Project facts that say a file's loaders or functions are used from elsewhere: its own text
+#: cannot tell what they do there (no pre-look).
+USED_ELSEWHERE = ("loaders", "called", "pinned_loops", "loader_classes")
+
+
 @dataclass
 class FileSeeds:
     """What the program model says about one file, for its rules."""
@@ -808,6 +827,14 @@ class FileSeeds:
     @property
     def kinds(self) -> Set[str]:
         return {k for kinds in self.functions.values() for k in kinds} | ({STEP} if self.step_loops else set())
+
+    def changes_prelook(self, seed_triggers: Iterable[str] = ()) -> bool:
+        """Whether a file's `ast` pre-look may answer differently with these seeds than from its
+        text alone (`engine.seeded_facts`; `seed_triggers`: the project keys its rules' text
+        pre-filter reads). Passed constants, option defaults and model makers do not."""
+        if self.gpu or self.step_loops or any(self.functions.values()):
+            return True
+        return any(self.project.get(k) for k in USED_ELSEWHERE) or any(k in self.project for k in seed_triggers)
 
     def digest(self) -> str:
         """What the file's findings depend on (part of its cache key)."""
