@@ -171,3 +171,31 @@ def test_same_report_whatever_the_hash_seed(tmp_path):
         assert r.returncode == 1, r.stderr
         outputs.add(r.stdout)
     assert len(outputs) == 1
+
+
+def test_program_linked_in_a_child_process_matches(tmp_path, monkeypatch):
+    """A large tree is summarised and linked in a child process (its memory goes back to the
+    system when it exits): the same findings and chains as in-process, and what the child learnt
+    is in the cache for the next run."""
+    import speedlint.analyzer.parallel as parallel
+
+    monkeypatch.setattr(parallel, "MIN_PARALLEL_FILES", 1)
+    monkeypatch.setattr(parallel, "MIN_PARALLEL_BYTES", 1)
+    project = tmp_path / "p"
+    shutil.copytree(FIXTURES / "projects" / "loss_in_another_module", project)
+    here = _check(project, monkeypatch, jobs=2)
+    monkeypatch.setattr(parallel, "MIN_LINK_APART_FILES", 1)
+    calls = []
+    real = parallel._in_child
+    monkeypatch.setattr(parallel, "_in_child", lambda *a: calls.append(real(*a)) or calls[-1])
+    apart = _check(project, monkeypatch, jobs=2)
+    assert calls and calls[0] is not None, "the program phase did not run in a child, or failed there"
+    assert _found(apart) == _found(here) and ("losses/focal.py", 15, "SPD201") in _found(apart)
+    assert [f.message for f in apart.findings] == [f.message for f in here.findings]  # chains included
+    first = _check(project, monkeypatch, jobs=2, use_cache=True)
+    cache = project / ".speedlint_cache"
+    assert list(cache.glob("summaries-*.json")) and list(cache.glob("program-*.json"))
+    calls.clear()
+    again = _check(project, monkeypatch, jobs=2, use_cache=True)
+    assert not calls  # the link came from the cache
+    assert _found(again) == _found(first) == _found(here)

@@ -305,6 +305,11 @@ class ResultCache:
         """Keep this link's seeds (replacing the previous one: only the latest tree state is useful)."""
         self._program = (key, seeds)
 
+    def save_program_now(self) -> None:
+        """Write the seeds kept by `save_program` now (a child process that linked the program)."""
+        self._save_program()
+        self._program = None
+
     def _save_program(self) -> None:
         program = getattr(self, "_program", None)
         if program is None:

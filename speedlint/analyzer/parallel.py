@@ -42,6 +42,8 @@ _PROGRAM_SUFFIXES = (".py", NOTEBOOK_SUFFIX)
 #: Below either threshold the files are analysed in-process: a pool would cost more than it saves.
 MIN_PARALLEL_FILES = 16
 MIN_PARALLEL_BYTES = 256 * 1024
+#: From this many files on, the program phase runs in a child process (`_link_apart`).
+MIN_LINK_APART_FILES = 256
 
 
 @dataclass
@@ -216,13 +218,8 @@ def program_seeds(
     the rules (of `codes`, each file's enabled rules) that their pre-look leaves, and the content
     hash of every file read (with a cache, the parent reads and hashes every file, once)."""
     from speedlint.analyzer.cache import content_hash
-    from speedlint.analyzer.program import link
 
     t = time.perf_counter()
-    summaries: Dict[int, Any] = {}
-    hints: Dict[int, Tuple[str, ...]] = {}
-    todo: List[Tuple[int, str, Tuple[str, ...]]] = []
-    sizes: Dict[int, int] = {}
     digests: Dict[int, str] = {}
     key = ""
     if cache is not None:  # an unchanged program: its link is answered from the cache too
@@ -239,6 +236,76 @@ def program_seeds(
             if profile is not None:
                 profile.add("program link", time.perf_counter() - t)
             return ProgramFacts({index_of[shown]: s for shown, s in linked.items() if shown in index_of}, {}, digests)
+    args = (files, cache, workers, codes, config_files, digests, key)
+    if _link_apart(files, workers):
+        got = _in_child(args, profile)
+        if got is not None:
+            return got
+    return _summarize_and_link(*args, profile)
+
+
+def _link_apart(files: Sequence[Tuple[Path, str]], workers: int) -> bool:
+    """Whether to summarise and link in a child process: a large tree (the summaries of every
+    file weigh about 8x its source, and the memory they leave behind stays with the process that
+    held them: the rule workers forked after would start that large), with workers allowed."""
+    return workers > 1 and len(files) >= MIN_LINK_APART_FILES and _context().get_start_method() == "fork"
+
+
+def _in_child(args: Tuple[Any, ...], profile: Optional[Profile]) -> Optional[ProgramFacts]:
+    """`_summarize_and_link(*args)` in a forked child, which sends the result back through a
+    pipe and gives the memory it used back to the system when it exits; None when the child
+    fails (the caller then does the work itself)."""
+    ctx = _context()
+    receive, send = ctx.Pipe(duplex=False)
+
+    def child() -> None:
+        try:
+            mine = Profile() if profile is not None else None
+            result = _summarize_and_link(*args, mine)
+            cache = args[1]
+            if cache is not None:  # what the child learnt, saved by the child
+                cache.summaries.save()
+                cache.save_program_now()
+            send.send(("ok", result, mine))
+        except BaseException as exc:  # noqa: B036 - any failure: the parent does the work itself
+            send.send(("error", repr(exc), None))
+
+    proc = ctx.Process(target=child)
+    proc.start()
+    send.close()
+    try:
+        status, result, spent = receive.recv()
+    except (EOFError, OSError):
+        status, result, spent = "error", None, None
+    finally:
+        receive.close()
+        proc.join()
+    if status != "ok":
+        return None
+    if profile is not None and spent is not None:
+        profile.merge(spent)
+    return result
+
+
+def _summarize_and_link(
+    files: Sequence[Tuple[Path, str]],
+    cache: Optional["ResultCache"],
+    workers: int,
+    codes: Optional[Sequence[Tuple[str, ...]]],
+    config_files: Sequence[str],
+    digests: Dict[int, str],
+    key: str,
+    profile: Optional[Profile],
+) -> ProgramFacts:
+    """`program_seeds` once its cache has no answer: summaries (cached or computed in the pool)
+    and the link."""
+    from speedlint.analyzer.program import link
+
+    t = time.perf_counter()
+    summaries: Dict[int, Any] = {}
+    hints: Dict[int, Tuple[str, ...]] = {}
+    todo: List[Tuple[int, str, Tuple[str, ...]]] = []
+    sizes: Dict[int, int] = {}
     for index, (path, _) in enumerate(files):
         if path.suffix not in _PROGRAM_SUFFIXES:
             continue
