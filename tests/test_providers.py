@@ -251,6 +251,26 @@ def test_module_constant_and_function_default():
     assert set(_kw(overridden).value.options) == {1, 8}
 
 
+def test_chain_of_helpers_resolves_each_parameter_once(monkeypatch):
+    """A value passed on through many helpers, each called from several places, is traced
+    through every call site (all the constants arrive), and each parameter is resolved once:
+    before, the call sites were resolved again at every level (2**levels work; a file of the
+    installed torch ran for more than ten minutes)."""
+    from speedlint.analyzer.providers import values
+
+    levels = 8
+    lines = ["def h0(ds, w):", "    return DataLoader(ds, num_workers=w)"]
+    for k in range(1, levels):
+        lines += [f"def h{k}(ds, w):", f"    h{k - 1}(ds, w)", f"    h{k - 1}(ds, w)", f"    return h{k - 1}(ds, w)"]
+    lines += [f"h{levels - 1}(ds, 2)", f"h{levels - 1}(ds, 4)"]
+    seen = []
+    real = values.ValueTracer._resolve_param_uncached
+    monkeypatch.setattr(values.ValueTracer, "_resolve_param_uncached", lambda self, fn, p, d: seen.append(p) or real(self, fn, p, d))
+    got = _kw("\n".join(lines) + "\n")
+    assert set(got.value.options) == {2, 4}
+    assert len(seen) == len(set(map(id, seen))) <= 2 * levels  # once per parameter
+
+
 def test_argparse_default_through_args():
     code = """
     parser = argparse.ArgumentParser()

@@ -232,6 +232,7 @@ class ValueTracer:
     def __init__(self, facts: TorchFacts, configs: Any = None) -> None:
         self.facts = facts
         self._index: Optional[_Index] = None
+        self._params: Dict[cst.Param, Optional[Value]] = {}  # `_resolve_param`, once per parameter
         #: `providers.configs.ConfigLookup`: values read from config files (None: not asked)
         self.configs = configs
 
@@ -554,8 +555,20 @@ class ValueTracer:
         return Value(options, origin, kind, certain, config)
 
     def _resolve_param(self, fn: cst.FunctionDef, param: cst.Param, depth: int) -> Optional[Value]:
+        """What a parameter may hold: its default, constants passed from other modules, and what
+        each same-file call site passes. Computed once per parameter: through chains of helpers
+        that pass a value on (`f(x)` calls `g(x)` calls `h(x)`, each from several places) the
+        call sites would otherwise be resolved again at every level, exponentially."""
         if param.star:  # *args / **kwargs
             return None
+        memo = self._params
+        if param in memo:
+            return memo[param]  # None while it is being resolved: a cycle gives "unknown"
+        memo[param] = None
+        got = memo[param] = self._resolve_param_uncached(fn, param, 0)  # the same whoever asks
+        return got
+
+    def _resolve_param_uncached(self, fn: cst.FunctionDef, param: cst.Param, depth: int) -> Optional[Value]:
         options: Tuple[Any, ...] = ()
         origin = None
         passed_elsewhere = self.facts.passed_constants(fn, param.name.value)

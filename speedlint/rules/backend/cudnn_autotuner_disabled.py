@@ -141,6 +141,8 @@ class CudnnAutotunerDisabled(Rule):
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             q = self.ctx.qualname(target.target) if isinstance(target.target, cst.Attribute) else None
+            if q not in (BENCHMARK, DETERMINISTIC):
+                continue
             value = self.ctx.code(node.value)
             literal = value in ("True", "False")
             site = None if literal else self._config_site(node.value)
