@@ -199,3 +199,32 @@ def test_program_linked_in_a_child_process_matches(tmp_path, monkeypatch):
     again = _check(project, monkeypatch, jobs=2, use_cache=True)
     assert not calls  # the link came from the cache
     assert _found(again) == _found(first) == _found(here)
+
+
+def _family(subclasses: int) -> str:
+    lines = [
+        "class Base:",
+        "    def fit(self, loader, opt):",
+        "        for x, y in loader:",
+        "            loss = self.loss(x, y)",
+        "            loss.backward()",
+        "            opt.step()",
+        "    def loss(self, x, y):",
+        "        return x.sum()",
+    ]
+    for k in range(subclasses):
+        lines += [f"class Sub{k}(Base):", "    def loss(self, x, y):", "        return x.sum() * y.item()"]
+    return "\n".join(lines) + "\n"
+
+
+def test_self_reaches_the_overrides_of_a_small_family_only():
+    """`self.loss(...)` in a training step runs the subclasses' overrides too; a family larger
+    than `Program.MAX_SUBCLASSES` (a library base such as `PreTrainedModel`) is taken as the base
+    alone, so that its methods are not evaluated once per subclass."""
+    from speedlint.analyzer.program import Program, link, summarize
+
+    small = link([("/p/train.py", "train.py", summarize(_family(3)))])["train.py"]
+    assert sorted(small.functions) == [1, 2, 3, 4]  # Base.loss and the three overrides (source order)
+    large = Program.MAX_SUBCLASSES + 1
+    big = link([("/p/train.py", "train.py", summarize(_family(large)))])["train.py"]
+    assert sorted(big.functions) == [1]  # Base.loss only

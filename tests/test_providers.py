@@ -265,7 +265,7 @@ def test_chain_of_helpers_resolves_each_parameter_once(monkeypatch):
     lines += [f"h{levels - 1}(ds, 2)", f"h{levels - 1}(ds, 4)"]
     seen = []
     real = values.ValueTracer._resolve_param_uncached
-    monkeypatch.setattr(values.ValueTracer, "_resolve_param_uncached", lambda self, fn, p, d: seen.append(p) or real(self, fn, p, d))
+    monkeypatch.setattr(values.ValueTracer, "_resolve_param_uncached", lambda self, fn, p: seen.append(p) or real(self, fn, p))
     got = _kw("\n".join(lines) + "\n")
     assert set(got.value.options) == {2, 4}
     assert len(seen) == len(set(map(id, seen))) <= 2 * levels  # once per parameter

@@ -24,7 +24,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Type
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple, Type
 
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.findings import Diagnostic, FileResult, Profile
@@ -532,12 +532,16 @@ def process_files(
     cwd = os.getcwd()
     program = program_seeds(files, cache, workers, profile, [c for _, c, _ in settings_of], config_files)
     t_read = t_cache = 0.0
+    triggers_of: Dict[Tuple[str, ...], Set[str]] = {}  # enabled rules -> the seed keys their pre-filter reads
     for index, (path, shown) in enumerate(files):
         settings, codes, key = settings_of[index]
         seeds = program.seeds.get(index)
         hint = program.hints.get(index)
-        if hint is not None and seeds is not None and seeds.changes_prelook(t for r in rules_by_code(codes) for t in r.seed_triggers):
-            hint = None  # decided again with the seeds
+        if hint is not None and seeds is not None:
+            if codes not in triggers_of:
+                triggers_of[codes] = {t for r in rules_by_code(codes) for t in r.seed_triggers}
+            if seeds.changes_prelook(triggers_of[codes]):
+                hint = None  # decided again with the seeds
         raw = program.digests.get(index)
         name = str(path)
         if cache is not None:

@@ -540,7 +540,7 @@ class ValueTracer:
             if b is _UNKNOWN:
                 return None
             if isinstance(b, tuple) and b and b[0] == "param":
-                value = self._resolve_param(b[1], b[2], depth)
+                value = self._resolve_param(b[1], b[2])
                 kind = "default"
             else:
                 value = self.resolve(b, depth)
@@ -554,7 +554,7 @@ class ValueTracer:
             config += value.config
         return Value(options, origin, kind, certain, config)
 
-    def _resolve_param(self, fn: cst.FunctionDef, param: cst.Param, depth: int) -> Optional[Value]:
+    def _resolve_param(self, fn: cst.FunctionDef, param: cst.Param) -> Optional[Value]:
         """What a parameter may hold: its default, constants passed from other modules, and what
         each same-file call site passes. Computed once per parameter: through chains of helpers
         that pass a value on (`f(x)` calls `g(x)` calls `h(x)`, each from several places) the
@@ -565,10 +565,10 @@ class ValueTracer:
         if param in memo:
             return memo[param]  # None while it is being resolved: a cycle gives "unknown"
         memo[param] = None
-        got = memo[param] = self._resolve_param_uncached(fn, param, 0)  # the same whoever asks
+        got = memo[param] = self._resolve_param_uncached(fn, param)  # the same whoever asks
         return got
 
-    def _resolve_param_uncached(self, fn: cst.FunctionDef, param: cst.Param, depth: int) -> Optional[Value]:
+    def _resolve_param_uncached(self, fn: cst.FunctionDef, param: cst.Param) -> Optional[Value]:
         options: Tuple[Any, ...] = ()
         origin = None
         passed_elsewhere = self.facts.passed_constants(fn, param.name.value)
@@ -580,7 +580,7 @@ class ValueTracer:
             if not passed_elsewhere[2]:  # every call site passes it: the default never applies
                 return Value(options, origin, "default")
         if param.default is not None:
-            default = self.resolve(param.default, depth)
+            default = self.resolve(param.default)
             if default is None:
                 return None
             options, origin = default.options, default.origin
