@@ -238,7 +238,9 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 class SummaryStore:
     """Per-file summaries for the whole-program model (`speedlint.analyzer.program`), keyed by
-    content hash alone: a file's summary does not depend on settings, rules or where it lies."""
+    content hash alone: a file's summary does not depend on settings, rules or where it lies.
+    Each entry is kept as its JSON text and decoded (into the compact form) when asked for: a
+    run that needs a few summaries does not build all of them."""
 
     def __init__(self, cache: "ResultCache") -> None:
         self.cache = cache
@@ -247,10 +249,20 @@ class SummaryStore:
         self._new: Dict[str, Any] = {}
 
     def get(self, digest: str) -> Optional[Any]:
+        from speedlint.analyzer.program import compact
+
+        got = self._new.get(digest)
+        if got is not None:
+            return got
         if self._entries is None:
             self._entries = _read_bucket(self.path)
-        got = self._new.get(digest)
-        return got if got is not None else self._entries.get(digest)
+        raw = self._entries.get(digest)
+        if raw is None:
+            return None
+        try:
+            return compact(json.loads(raw) if isinstance(raw, str) else raw)
+        except (ValueError, TypeError, AttributeError, RecursionError):
+            return None  # a damaged entry: the file is summarised again
 
     def put(self, digest: str, summary: Any) -> None:
         self._new[digest] = summary
@@ -260,7 +272,7 @@ class SummaryStore:
             return
         self.cache.ensure_directory()
         merged = _read_bucket(self.path)
-        merged.update(self._new)
+        merged.update({k: json.dumps(v, separators=(",", ":")) for k, v in self._new.items()})
         _write_atomic(self.path, json.dumps({"format": FORMAT, "entries": merged}, separators=(",", ":")).encode("utf-8"))
         self._entries = merged
         self._new = {}

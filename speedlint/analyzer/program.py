@@ -7,7 +7,8 @@ Real training projects split the step across modules (the loop in `train.py`, th
    hash): imports, classes and their bases, functions in source order with their parameters,
    their calls in a symbolic form (`self.criterion(...)`, `model(x)`, `Cls(...)`), loops, what
    they bind to names and `self` attributes, what they return, and whether they call
-   `backward()` / an optimizer step directly. Plain lists and dicts: they go to the cache as JSON.
+   `backward()` / an optimizer step directly. Tuples and dicts of JSON values (they go to the
+   cache as JSON), made compact (`compact`): equal sub-expressions shared, names interned.
 2. **Link** (`Program`): module names from the layout (packages, `src/`, a script's siblings),
    imports and re-exports resolved to project modules, classes with bases across files, and a
    flow-insensitive type inference of the values that matter for calls (instances of project
@@ -33,6 +34,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import sys
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
@@ -690,7 +692,66 @@ def summarize(text: str, tree: Optional[ast.Module] = None) -> Optional[Dict[str
     summary["benchmark_on"] = summary["cudnn_text"] and bool(_BENCHMARK_ON.search(text))
     summary["fixed_shapes"] = any(w in text for w in _FIXED_SHAPE_HINTS) and bool(_FIXED_SHAPES.search(text))
     _data_facts(summary, text, tree)
-    return summary
+    return compact(summary)
+
+
+class FrozenDict(dict):  # type: ignore[type-arg]
+    """A dict of a compact summary: read-only (the summaries of a run are shared by everything
+    that reads them), hashable, so that equal ones are one object (`{}` is most keyword maps)."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(self.items()))
+
+    def __reduce__(self) -> Tuple[Any, ...]:  # pickled to and from the workers
+        return (FrozenDict, (dict(self),))
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("a summary is read-only")
+
+    __setitem__ = __delitem__ = update = setdefault = pop = popitem = clear = _read_only  # type: ignore[assignment]
+
+
+def compact(summary: Dict[str, Any]) -> Dict[str, Any]:
+    """A summary in its read-only, compact form: lists become tuples and dicts `FrozenDict`s,
+    equal ones of names and whole numbers are one object (`["n", "self"]` and `{}` are written
+    thousands of times in a big file), strings are interned. A third of the memory of the plain
+    form (the whole program holds the summaries of every file at once: about 8x the source as
+    lists). Applied to summaries made here and to those read back from the cache (JSON gives
+    lists again). The summary itself stays a plain dict (a notebook's cells are added to it)."""
+    memo: Dict[Any, Any] = {}
+    intern = sys.intern
+
+    def go(obj: Any) -> Tuple[Any, bool]:
+        # (compact form, whether it may be shared: `True == 1` and `1.0 == 1`, so only containers
+        # of strings, None, ints that are not bools, and shareable containers are shared)
+        kind = obj.__class__
+        if kind is str:
+            return intern(obj), True
+        if kind is list or kind is tuple:
+            if not obj:
+                return (), True
+            items = []
+            shareable = True
+            for item in obj:
+                value, ok = go(item)
+                items.append(value)
+                shareable = shareable and ok
+            out: Any = tuple(items)
+        elif kind is dict or kind is FrozenDict:
+            shareable = True
+            entries = {}
+            for k, v in obj.items():
+                value, ok = go(v)
+                entries[intern(k) if k.__class__ is str else k] = value
+                shareable = shareable and ok and k.__class__ is not bool
+            out = FrozenDict(entries)
+        else:
+            return obj, kind is int or obj is None
+        return (memo.setdefault(out, out), True) if shareable else (out, False)
+
+    return {k: go(v)[0] for k, v in summary.items()}
 
 
 def _data_facts(summary: Dict[str, Any], text: str, tree: ast.Module) -> None:
@@ -719,7 +780,7 @@ _BATCH_SIZE_NAMES = frozenset({"batch_size", "bsz", "bs"})
 
 def _batch_size_range(expr: Any) -> bool:
     """`range(batch_size)`, `range(self.batch_size)` in a summary's loop iterable."""
-    if not expr or expr[0] != "c" or expr[1] != ["n", "range"] or len(expr[2]) != 1 or expr[3]:
+    if not expr or expr[0] != "c" or tuple(expr[1] or ()) != ("n", "range") or len(expr[2]) != 1 or expr[3]:
         return False
     text = _callee_text(expr[2][0]) or ""
     return text.rsplit(".", 1)[-1] in _BATCH_SIZE_NAMES
@@ -1188,7 +1249,7 @@ class Program:
             cid = self.fn_class[fid]
             if cid is not None and fn["params"] and not fn.get("static"):
                 kinds = self._selves(cid)
-                is_classmethod = any(d == ["n", "classmethod"] for d in fn["dec"])
+                is_classmethod = any(d == ("n", "classmethod") for d in fn["dec"])
                 env[fn["params"][0]] = set(kinds[1] if is_classmethod else kinds[0])
         assigns = fn["assign"]
         for _ in range(2):  # a = B(); c = a  (flow-insensitive, two passes settle most chains)
@@ -1461,7 +1522,7 @@ class Program:
         if got is None:
             fn = self.functions[fid][1]
             got = set()
-            exprs = [c[C_FUNC] for c in fn["calls"]] + fn["returns"] + [v for vs in fn["attrs"].values() for v in vs]
+            exprs = [c[C_FUNC] for c in fn["calls"]] + list(fn["returns"]) + [v for vs in fn["attrs"].values() for v in vs]
             exprs += [v for vs in fn["assign"].values() for v in vs]
             exprs += [a for c in fn["calls"] for a in (*c[C_ARGS], *c[C_KWS].values())]  # passed along
             todo = [e for e in exprs if e is not None]
@@ -1868,7 +1929,7 @@ class Hotness:
                 built = [tuple(map(int, o.split(":")[1:])) for o in loaders]
                 if all(lmid != mid for lmid, _ in built):
                     kws = [self._loader_kws(lmid, line) for lmid, line in built]
-                    if kws and all(k.get("pin_memory") == ["k", True] for k in kws):
+                    if kws and all(k.get("pin_memory") == ("k", True) for k in kws):
                         lmid, line = built[0]
                         self.pinned_loops.setdefault(mid, {})[str(lp["line"])] = [
                             f"{p.modules[lmid].shown}:{line}", any("collate_fn" in k for k in kws),

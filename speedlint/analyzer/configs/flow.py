@@ -263,7 +263,7 @@ class ConfigFlow:
             return env.get(expr[1]) or self._global(mid, expr[1])
         if tag == "a":
             base = expr[1]
-            if fid is not None and base == ["n", "self"] and self.p.fn_class[fid] is not None:
+            if fid is not None and base == ("n", "self") and self.p.fn_class[fid] is not None:
                 return self._self_attr(fid, expr[2])
             return {(sid, keys + (expr[2],), o) for sid, keys, o in self.eval(mid, fid, base, env, depth + 1)}
         if tag == "s":
