@@ -247,6 +247,7 @@ class SummaryStore:
         self.path = cache.directory / f"summaries-{code_fingerprint()[:16]}.json"
         self._entries: Optional[Dict[str, Any]] = None
         self._new: Dict[str, Any] = {}
+        self._shared: Dict[Any, Any] = {}  # equal parts of the summaries read are one object
 
     def get(self, digest: str) -> Optional[Any]:
         from speedlint.analyzer.program import compact
@@ -260,7 +261,7 @@ class SummaryStore:
         if raw is None:
             return None
         try:
-            return compact(json.loads(raw) if isinstance(raw, str) else raw)
+            return compact(json.loads(raw) if isinstance(raw, str) else raw, self._shared)
         except (ValueError, TypeError, AttributeError, RecursionError):
             return None  # a damaged entry: the file is summarised again
 

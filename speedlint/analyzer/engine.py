@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import islice
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Type
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Type
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -657,9 +657,12 @@ class AstFacts:
 _AST_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
 
 
-def summarize_and_prelook(text: str, rules: Sequence[Type[Rule]]) -> Tuple[Optional[dict], Optional[List[Type[Rule]]]]:
+def summarize_and_prelook(
+    text: str, rules: Sequence[Type[Rule]], shared: Optional[Dict[Any, Any]] = None
+) -> Tuple[Optional[dict], Optional[List[Type[Rule]]]]:
     """One `ast` parse for both the whole-program summary of `text` and the rules that survive
-    the text pre-filter and the pre-look (None: they cannot be decided without LibCST)."""
+    the text pre-filter and the pre-look (None: they cannot be decided without LibCST).
+    `shared`: see `program.compact`."""
     import ast
     import warnings
 
@@ -671,7 +674,7 @@ def summarize_and_prelook(text: str, rules: Sequence[Type[Rule]]) -> Tuple[Optio
             tree = compile(text, "<speedlint>", "exec", ast.PyCF_ONLY_AST)
     except _AST_ERRORS:
         return None, None  # LibCST decides (and reports the syntax error)
-    summary = summarize(text, tree)
+    summary = summarize(text, tree, shared)
     enabled = [r for r in rules if r.can_fire_on(text)]
     if enabled and all(getattr(r, "ast_precondition", None) is not None for r in enabled):
         enabled = _prelook(AstFacts(tree, text), enabled)

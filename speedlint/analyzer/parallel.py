@@ -19,9 +19,11 @@ send back findings with their fix reduced to a `FixSummary`.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple, Type
@@ -42,6 +44,7 @@ _PROGRAM_SUFFIXES = (".py", NOTEBOOK_SUFFIX)
 #: Below either threshold the files are analysed in-process: a pool would cost more than it saves.
 MIN_PARALLEL_FILES = 16
 MIN_PARALLEL_BYTES = 256 * 1024
+_WORKER_GC = (50_000, 50, 100)  # the cyclic collector's thresholds while parsing (see `_init_worker`)
 #: From this many files on, the program phase runs in a child process (`_link_apart`).
 MIN_LINK_APART_FILES = 256
 
@@ -152,10 +155,8 @@ def _init_worker() -> None:
     the cyclic collector need not walk them again and again (`gc.freeze`), and it runs less often
     (parsing allocates hundreds of thousands of objects per file; the trees are freed by
     reference counting, see `analyze_job`). About 13% less CPU on large files."""
-    import gc
-
     gc.freeze()
-    gc.set_threshold(50_000, 50, 100)
+    gc.set_threshold(*_WORKER_GC)
 
 
 def _work(jobs: List[Job], profiling: bool, work: "CheckWork") -> Tuple[List[Tuple[int, Any, Optional[str]]], Optional[Profile]]:
@@ -175,6 +176,7 @@ def _summarize(items: List[Tuple[int, str, Tuple[str, ...]]]) -> List[Tuple[int,
     from speedlint.analyzer.engine import summarize_and_prelook
 
     out = []
+    shared: Dict[Any, Any] = {}  # equal parts of these files' summaries are one object
     for index, path, codes in items:
         try:
             data = read_bytes(path)
@@ -183,7 +185,7 @@ def _summarize(items: List[Tuple[int, str, Tuple[str, ...]]]) -> List[Tuple[int,
             out.append((index, None, None, None))
             continue
         try:
-            summary, enabled = summarize_and_prelook(text, rules_by_code(codes))
+            summary, enabled = summarize_and_prelook(text, rules_by_code(codes), shared)
         except Exception:  # a bug here must not stop the run: the file is analysed as before
             summary, enabled = None, None
         if notebook is not None:
@@ -193,6 +195,36 @@ def _summarize(items: List[Tuple[int, str, Tuple[str, ...]]]) -> List[Tuple[int,
                 enabled = None  # its skipped cells are reported by the analysis
         out.append((index, content_hash(data), summary, tuple(r.code for r in enabled) if enabled is not None else None))
     return out
+
+
+def _summarize_together(parts: List[List[Tuple[int, str, Tuple[str, ...]]]], workers: int) -> List[Tuple[int, Optional[str], Any, Optional[Tuple[str, ...]]]]:
+    """`_summarize` of every part, by this process and `workers - 1` forked ones: one process
+    fewer holding its own copy of the imported modules and of the summaries it sends (the
+    summaries all end up here anyway). Two parts wait in the pool per worker, so that a worker
+    never waits while this process summarises one."""
+    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+
+    queue = deque(p for p in parts if p)
+    done: List[Tuple[int, Optional[str], Any, Optional[Tuple[str, ...]]]] = []
+    pending: Set["Future[Any]"] = set()
+    threshold = gc.get_threshold()
+    gc.set_threshold(*_WORKER_GC)  # as in the workers: parsing allocates much, frees it by refcount
+    try:
+        with ProcessPoolExecutor(max_workers=max(1, workers - 1), mp_context=_context(), initializer=_init_worker) as pool:
+            while queue or pending:
+                while queue and len(pending) < 2 * max(1, workers - 1):
+                    pending.add(pool.submit(_summarize, queue.popleft()))
+                if queue:
+                    done.extend(_summarize(queue.popleft()))
+                    finished = {f for f in pending if f.done()}
+                else:
+                    finished = wait(pending, return_when=FIRST_COMPLETED).done
+                for future in finished:
+                    done.extend(future.result())
+                pending -= finished
+    finally:
+        gc.set_threshold(*threshold)
+    return done
 
 
 @dataclass
@@ -326,14 +358,8 @@ def _summarize_and_link(
         if workers <= 1 or len(todo) < MIN_PARALLEL_FILES or total < MIN_PARALLEL_BYTES:
             done = _summarize(todo)
         else:
-            from concurrent.futures import ProcessPoolExecutor
-
             ordered = sorted(todo, key=lambda item: -sizes.get(item[0], 0))
-            parts = [ordered[i::workers * 4] for i in range(workers * 4)]
-            done = []
-            with ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=_init_worker) as pool:
-                for chunk in pool.map(_summarize, [p for p in parts if p]):
-                    done.extend(chunk)
+            done = _summarize_together([ordered[i::workers * 8] for i in range(workers * 8)], workers)
         for index, digest, summary, enabled in done:
             if digest is None:
                 continue
@@ -346,10 +372,8 @@ def _summarize_and_link(
             if enabled is not None and codes is not None:
                 hints[index] = enabled
     t1 = time.perf_counter()
-    import gc
-
     threshold = gc.get_threshold()
-    gc.set_threshold(50_000, 50, 100)  # the link allocates much and frees little: collect less often
+    gc.set_threshold(*_WORKER_GC)  # the link allocates much and frees little: collect less often
     try:
         by_shown = link([(os.path.abspath(files[i][0]), files[i][1], s) for i, s in sorted(summaries.items())], config_files)
     finally:

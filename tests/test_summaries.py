@@ -1,0 +1,118 @@
+"""The per-file summaries of the whole-program model: their compact, read-only form, the cache
+that keeps them, and the batches that summarise a tree in several processes."""
+
+import json
+import pickle
+
+import pytest
+
+from speedlint.analyzer import parallel
+from speedlint.analyzer.cache import ResultCache
+from speedlint.analyzer.program import FrozenDict, compact, summarize
+
+TRAIN = '''
+import torch
+
+class Trainer:
+    def __init__(self, model, loader):
+        self.model = model
+        self.loader = loader
+
+    def fit(self):
+        for x, y in self.loader:
+            out = self.model(x)
+            loss = out.mean()
+            loss.backward()
+            print(loss.item())
+'''
+
+LOSS = '''
+class Focal:
+    def __init__(self, gamma):
+        self.gamma = gamma
+
+    def __call__(self, out, y):
+        return self.reduce((out - y).pow(self.gamma))
+
+    def reduce(self, x):
+        return x.mean()
+'''
+
+
+def _parts(obj, found):
+    """Every tuple and dict inside `obj`, by identity."""
+    if isinstance(obj, (tuple, list)):
+        found.append(obj)
+        for item in obj:
+            _parts(item, found)
+    elif isinstance(obj, dict):
+        found.append(obj)
+        for item in obj.values():
+            _parts(item, found)
+    return found
+
+
+def test_summary_is_read_only_and_equal_parts_are_one_object():
+    summary = summarize(TRAIN)
+    selves = [p for p in _parts(summary, []) if p == ("n", "self")]
+    assert len(selves) > 3  # `self.model`, `self.loader`, ... read and written
+    assert len({id(p) for p in selves}) == 1
+    fn = summary["functions"][0]
+    assert isinstance(fn, FrozenDict) and isinstance(fn["calls"], tuple)
+    with pytest.raises(TypeError):
+        fn["q"] = "other"
+    with pytest.raises(TypeError):
+        fn.update(q="other")
+    summary["cells"] = [[1, 1]]  # the summary itself stays a plain dict (a notebook adds its cells)
+
+
+def test_compact_keeps_true_apart_from_one():
+    """`True == 1` and `hash(True) == hash(1)`: sharing must not turn a flag into a number."""
+    got = compact({"a": [["k", True], ["k", 1], ["k", 1.0]], "b": {"x": True}, "c": {"x": 1}})
+    assert got["a"][0][1] is True and got["a"][1][1] is not True and type(got["a"][2][1]) is float
+    assert got["b"]["x"] is True and got["c"]["x"] is not True
+
+
+def test_compact_summary_survives_json_and_pickle():
+    summary = summarize(TRAIN)
+    assert compact(json.loads(json.dumps(summary))) == summary
+    again = pickle.loads(pickle.dumps(summary))
+    assert again == summary and isinstance(again["functions"][0], FrozenDict)
+
+
+def test_summary_cache_reads_entries_back_and_drops_damaged_ones(tmp_path):
+    summary = summarize(TRAIN)
+    store = ResultCache(tmp_path / "cache").summaries
+    store.put("good", summary)
+    store.put("bad", summary)
+    store.save()
+    doc = json.loads(store.path.read_text(encoding="utf-8"))
+    doc["entries"]["bad"] = doc["entries"]["bad"][:-7]  # cut short
+    store.path.write_text(json.dumps(doc), encoding="utf-8")
+    fresh = ResultCache(tmp_path / "cache").summaries
+    assert fresh.get("good") == summary
+    assert fresh.get("bad") is None  # summarised again, not a crash
+    assert fresh.get("missing") is None
+
+
+def test_a_batch_shares_equal_parts_across_its_files(tmp_path):
+    (tmp_path / "train.py").write_text(TRAIN, encoding="utf-8")
+    (tmp_path / "loss.py").write_text(LOSS, encoding="utf-8")
+    done = parallel._summarize([(0, str(tmp_path / "train.py"), ()), (1, str(tmp_path / "loss.py"), ())])
+    (_, _, train, _), (_, _, loss, _) = done
+    selves = [p for s in (train, loss) for p in _parts(s, []) if p == ("n", "self")]
+    assert [p for p in _parts(loss, []) if p == ("n", "self")] and len({id(p) for p in selves}) == 1
+
+
+def test_summarised_together_is_what_each_part_gives(tmp_path):
+    """This process and the pool share the parts; every file is summarised once, as alone."""
+    items = []
+    for i in range(12):
+        path = tmp_path / f"m{i}.py"
+        path.write_text((TRAIN if i % 2 else LOSS) + f"\nX = {i}\n", encoding="utf-8")
+        items.append((i, str(path), ()))
+    parts = [items[k::5] for k in range(5)] + [[]]
+    together = parallel._summarize_together(parts, workers=2)
+    alone = parallel._summarize(items)
+    assert sorted(r[0] for r in together) == list(range(12))
+    assert sorted(together, key=lambda r: r[0]) == alone
