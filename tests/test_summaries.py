@@ -116,3 +116,19 @@ def test_summarised_together_is_what_each_part_gives(tmp_path):
     alone = parallel._summarize(items)
     assert sorted(r[0] for r in together) == list(range(12))
     assert sorted(together, key=lambda r: r[0]) == alone
+
+
+def test_summary_cache_keeps_what_another_run_saved_meanwhile(tmp_path):
+    first, second = ResultCache(tmp_path / "c").summaries, ResultCache(tmp_path / "c").summaries
+    train, loss = summarize(TRAIN), summarize(LOSS)
+    first.put("a", train)
+    first.put("b", train)
+    first.save()
+    second.put("b", loss)  # the same digest saved again: the newer entry wins
+    second.put("c", loss)
+    second.save()
+    doc = json.loads(second.path.read_text(encoding="utf-8"))  # one well-formed document
+    assert sorted(doc["entries"]) == ["a", "b", "c"]
+    again = ResultCache(tmp_path / "c").summaries
+    assert again.get("a") == train and again.get("b") == loss and again.get("c") == loss
+    assert second.get("a") == train  # the store that saved reads the file again

@@ -29,7 +29,7 @@ import shutil
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from speedlint import __version__
 from speedlint.analyzer.findings import (
@@ -222,11 +222,17 @@ def _read_bucket(path: Path) -> Dict[str, List[Any]]:
     return doc["entries"]
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+def _write_atomic(path: Path, data: Union[bytes, Iterable[str]]) -> None:
+    """Write `data` (bytes, or text in parts: a large document is never one string) to a
+    temporary file beside `path`, then put it in place: a reader sees the old file or the new."""
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=str(path.parent))
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            if isinstance(data, bytes):
+                fh.write(data)
+            else:
+                for part in data:
+                    fh.write(part.encode("utf-8"))
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -269,13 +275,28 @@ class SummaryStore:
         self._new[digest] = summary
 
     def save(self) -> None:
+        """Merge the new entries into the file (with what another run may have written
+        meanwhile), one entry at a time: the summaries of a big tree are 70 MB of JSON."""
         if not self._new:
             return
         self.cache.ensure_directory()
-        merged = _read_bucket(self.path)
-        merged.update({k: json.dumps(v, separators=(",", ":")) for k, v in self._new.items()})
-        _write_atomic(self.path, json.dumps({"format": FORMAT, "entries": merged}, separators=(",", ":")).encode("utf-8"))
-        self._entries = merged
+        old = _read_bucket(self.path)
+        new = self._new
+
+        def parts() -> Iterable[str]:
+            yield f'{{"format":{json.dumps(FORMAT)},"entries":{{'
+            sep = ""
+            for key, text in old.items():
+                if key not in new:
+                    yield f"{sep}{json.dumps(key)}:{json.dumps(text, separators=(',', ':'))}"
+                    sep = ","
+            for key, summary in new.items():
+                yield f"{sep}{json.dumps(key)}:{json.dumps(json.dumps(summary, separators=(',', ':')))}"
+                sep = ","
+            yield "}}"
+
+        _write_atomic(self.path, parts())
+        self._entries = None  # read again if asked
         self._new = {}
 
 
