@@ -1,6 +1,7 @@
 """What one Python file says about config files, from its `ast` (part of the file's summary).
 
-Recorded per file (plain lists and dicts: they go to the cache as JSON), functions named by the
+Recorded per file (lists and dicts of JSON values: they go to the cache as JSON; the whole
+summary is then made read-only, lists as tuples, by `program.compact`), functions named by the
 line of their `def` (0: the module's top level):
 
 * `loads`: `[def line, target, format, path, line]`: a config loaded into a name (`cfg = yaml.safe_load(f)`
