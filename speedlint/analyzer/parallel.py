@@ -24,9 +24,10 @@ import os
 import sys
 import time
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple, Type
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Type
 
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.findings import Diagnostic, FileResult, Profile
@@ -159,6 +160,18 @@ def _init_worker() -> None:
     gc.set_threshold(*_WORKER_GC)
 
 
+@contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """The worker's thresholds of the cyclic collector (`_WORKER_GC`) for a while in this
+    process: parsing and linking allocate much and free it by reference counting."""
+    threshold = gc.get_threshold()
+    gc.set_threshold(*_WORKER_GC)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+
+
 def _work(jobs: List[Job], profiling: bool, work: "CheckWork") -> Tuple[List[Tuple[int, Any, Optional[str]]], Optional[Profile]]:
     """The worker's task: a chunk of files."""
     profile = Profile() if profiling else None
@@ -207,23 +220,19 @@ def _summarize_together(parts: List[List[Tuple[int, str, Tuple[str, ...]]]], wor
     queue = deque(p for p in parts if p)
     done: List[Tuple[int, Optional[str], Any, Optional[Tuple[str, ...]]]] = []
     pending: Set["Future[Any]"] = set()
-    threshold = gc.get_threshold()
-    gc.set_threshold(*_WORKER_GC)  # as in the workers: parsing allocates much, frees it by refcount
-    try:
-        with ProcessPoolExecutor(max_workers=max(1, workers - 1), mp_context=_context(), initializer=_init_worker) as pool:
-            while queue or pending:
-                while queue and len(pending) < 2 * max(1, workers - 1):
-                    pending.add(pool.submit(_summarize, queue.popleft()))
-                if queue:
-                    done.extend(_summarize(queue.popleft()))
-                    finished = {f for f in pending if f.done()}
-                else:
-                    finished = wait(pending, return_when=FIRST_COMPLETED).done
-                for future in finished:
-                    done.extend(future.result())
-                pending -= finished
-    finally:
-        gc.set_threshold(*threshold)
+    helpers = max(1, workers - 1)
+    with _fewer_collections(), ProcessPoolExecutor(max_workers=helpers, mp_context=_context(), initializer=_init_worker) as pool:
+        while queue or pending:
+            while queue and len(pending) < 2 * helpers:
+                pending.add(pool.submit(_summarize, queue.popleft()))
+            if queue:
+                done.extend(_summarize(queue.popleft()))
+                finished = {f for f in pending if f.done()}
+            else:
+                finished = wait(pending, return_when=FIRST_COMPLETED).done
+            for future in finished:
+                done.extend(future.result())
+            pending -= finished
     return done
 
 
@@ -372,12 +381,8 @@ def _summarize_and_link(
             if enabled is not None and codes is not None:
                 hints[index] = enabled
     t1 = time.perf_counter()
-    threshold = gc.get_threshold()
-    gc.set_threshold(*_WORKER_GC)  # the link allocates much and frees little: collect less often
-    try:
+    with _fewer_collections():  # the link allocates much and frees little
         by_shown = link([(os.path.abspath(files[i][0]), files[i][1], s) for i, s in sorted(summaries.items())], config_files)
-    finally:
-        gc.set_threshold(*threshold)
     locate_chains(by_shown, {files[i][1]: s["cells"] for i, s in summaries.items() if "cells" in s})
     if cache is not None:
         cache.save_program(key, by_shown)

@@ -1560,8 +1560,8 @@ class Program:
                 elif tag == "c":
                     todo.append(e[1])
                     todo.extend(e[2])
-            self._used[fid] = self._shared(got)
-        return self._used[fid]
+            got = self._used[fid] = self._shared(got)
+        return got
 
     # -- module-level code: calls at the top of a script ----------------------------------------
     def module_calls(self, mid: int) -> List[Tuple[int, int]]:
