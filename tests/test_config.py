@@ -193,16 +193,17 @@ def test_cli_force_exclude(tmp_path):
 
 
 def test_unsafe_fixes_in_config_counts_for_fix(tmp_path, monkeypatch):
+    import speedlint.analyzer.fixing as fixing
     import speedlint.analyzer.rewrite as rewrite
 
     seen = []
-    real = rewrite.fix_text
+    real = fixing.fix_text
 
     def spy(*args, **kwargs):
         seen.append(kwargs.get("unsafe"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(rewrite, "fix_text", spy)
+    monkeypatch.setattr(fixing, "fix_text", spy)
     write(tmp_path / "a.py", BAD)
     monkeypatch.chdir(tmp_path)
     rewrite.fix_paths(["a.py"], SettingsResolver(Overrides()), apply=False)

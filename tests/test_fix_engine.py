@@ -193,3 +193,49 @@ def test_unsafe_fixes_need_the_flag_and_are_counted():
     rules = select_rules(("SPD401",))
     safe_only = fix_text(BAD, "x.py", rules, Settings(), unsafe=False)
     assert safe_only.fixed == FIXED  # SPD401's removal is safe
+
+
+LOADER_LOOP = (
+    "import torch\n"
+    "from torch.utils.data import DataLoader\n"
+    "\n"
+    "\n"
+    "def train(model, data, opt):\n"
+    "    loader = DataLoader(data, batch_size=32)\n"
+    "    model.cuda()\n"
+    "    for x, y in loader:\n"
+    "        x, y = x.cuda(), y.cuda()\n"
+    "        opt.zero_grad()\n"
+    "        loss = torch.nn.functional.mse_loss(model(x), y)\n"
+    "        loss.backward()\n"
+    "        opt.step()\n"
+)
+
+
+def test_each_round_s_trees_are_freed_before_the_next_round(monkeypatch):  # type: ignore[no-untyped-def]
+    """A big file's fix must not hold several rounds' trees at once: the analysis of a round (its
+    tree, facts, fixes) is gone when the next round's analysis starts, and the applied findings
+    are kept without their nodes."""
+    import gc
+    import weakref
+
+    import speedlint.analyzer.fixing as fixing
+    from speedlint.analyzer.findings import FixSummary
+
+    contexts: list = []
+    alive_at_start: list = []
+    real = fixing.analyze_text
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        gc.collect()
+        alive_at_start.append(sum(1 for ref in contexts if ref() is not None))
+        result = real(*args, **kwargs)
+        if result.ctx is not None:
+            contexts.append(weakref.ref(result.ctx))
+        return result
+
+    monkeypatch.setattr(fixing, "analyze_text", spy)
+    outcome = fix_text(LOADER_LOOP, "train.py", select_rules(("SPD101", "SPD102", "SPD202")), Settings(), unsafe=True)
+    assert outcome.changed and len(outcome.applied) >= 2 and len(contexts) >= 3  # several rounds
+    assert alive_at_start == [0] * len(alive_at_start)
+    assert all(isinstance(f.fix, FixSummary) for f in outcome.applied)

@@ -14,6 +14,7 @@ from typing import Dict, List
 
 import pytest
 
+import speedlint.analyzer.fixing as fixing
 import speedlint.analyzer.parallel as parallel
 import speedlint.analyzer.rewrite as rewrite
 from speedlint.analyzer.findings import Diagnostic
@@ -151,13 +152,13 @@ def test_check_cache_spares_files_with_nothing_to_fix(tmp_path, monkeypatch):  #
     make_tree(tmp_path / "proj")
     monkeypatch.chdir(tmp_path)
     seen: List[str] = []
-    real = rewrite.fix_text
+    real = fixing.fix_text
 
     def spy(text, path, *args, **kwargs):  # type: ignore[no-untyped-def]
         seen.append(path)
         return real(text, path, *args, **kwargs)
 
-    monkeypatch.setattr(rewrite, "fix_text", spy)
+    monkeypatch.setattr(fixing, "fix_text", spy)
     without = fix_paths(["proj"], resolver(), apply=False, jobs=1, use_cache=False)
     analysed_without = sorted(seen)
     check_paths(["proj"], resolver(), jobs=1)  # fills the cache

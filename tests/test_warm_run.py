@@ -26,11 +26,11 @@ def make_project(root: Path) -> None:
     (root / ".git").mkdir()
 
 
-def run(root: Path, *args: str) -> Tuple[subprocess.CompletedProcess, Set[str]]:
-    """`speedlint check .` under `-X importtime`: its result and the modules it imported."""
+def run(root: Path, *args: str, command: str = "check") -> Tuple[subprocess.CompletedProcess, Set[str]]:
+    """`speedlint check .` (or `command`) under `-X importtime`: its result and the modules it imported."""
     env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "speedlint", "check", ".", "--profile-rules", *args],
+        [sys.executable, "-X", "importtime", "-m", "speedlint", command, ".", *(["--profile-rules"] if command == "check" else []), *args],
         cwd=root, capture_output=True, text=True, env=env, timeout=600,
     )
     modules = set()
@@ -67,6 +67,23 @@ def test_warm_run_imports_no_libcst(tmp_path, output_format):  # type: ignore[no
     assert not roots(modules, "typer.rich_utils", "rich.markdown", "rich.syntax", "pygments", "markdown_it")
     if output_format == "concise":
         assert not roots(modules, "rich")  # nothing human to render
+
+
+def test_fix_with_nothing_to_fix_after_check_imports_no_libcst(tmp_path):  # type: ignore[no-untyped-def]
+    """`fix` answers the files `check` says have nothing to fix without analysing them: neither
+    LibCST nor the fix engine is imported then (they are, once a file is fixed)."""
+    (tmp_path / "pkg").mkdir()
+    for name in ("a", "b", "c"):
+        (tmp_path / "pkg" / f"{name}.py").write_text(f"import os\n\n\ndef {name}(x):\n    return os.path.join(x, 'a')\n", encoding="utf-8")
+    (tmp_path / ".git").mkdir()
+    check, _ = run(tmp_path)
+    assert check.returncode == 0, check.stderr[-2000:]
+    fix, modules = run(tmp_path, command="fix")
+    assert fix.returncode == 0 and fix.stdout == "", fix.stderr[-2000:]
+    assert not roots(modules, "libcst", "speedlint.analyzer.fixing", "speedlint.rules", "speedlint.fixers", "torch")
+    (tmp_path / "pkg" / "d.py").write_text(FIXTURES[0].read_text(encoding="utf-8"), encoding="utf-8")
+    fixing, modules = run(tmp_path, command="fix")
+    assert roots(modules, "libcst") and roots(modules, "speedlint.analyzer.fixing")  # (the check above can fail)
 
 
 def test_warm_run_with_selectors_imports_no_rule(tmp_path):  # type: ignore[no-untyped-def]

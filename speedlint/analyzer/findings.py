@@ -213,3 +213,24 @@ class Profile:
         self.files += other.files
         self.parsed += other.parsed
         self.cached += other.cached
+
+
+@dataclass
+class FixOutcome:
+    """What fixing one file gave (`speedlint.analyzer.fixing.fix_text`): its text before and
+    after, the findings fixed and those left."""
+
+    path: str
+    original: str
+    fixed: str
+    applied: List[Finding] = field(default_factory=list)  # the findings whose fixes were applied
+    remaining: List[Finding] = field(default_factory=list)  # findings left after fixing
+    diagnostics: List[Diagnostic] = field(default_factory=list)
+    unsafe_available: int = 0  # unsafe fixes not applied because --unsafe-fixes was not given
+    #: findings whose (allowed) fix edits a config file the code reads: applied apart, once per
+    #: config file, after every Python file (`rewrite.fix_config_files`)
+    config_fixes: List[Finding] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.fixed != self.original

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple, Type
 
 import libcst as cst
@@ -20,7 +19,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.engine import analyze_text
-from speedlint.analyzer.findings import allowed, unsafe_left
+from speedlint.analyzer.findings import FixOutcome, allowed, unsafe_left
 from speedlint.analyzer.rule import Diagnostic, Finding, Rule
 from speedlint.analyzer.suppress import apply_suppressions
 
@@ -28,24 +27,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.program import FileSeeds
 
 MAX_ROUNDS = 10
-
-
-@dataclass
-class FixOutcome:
-    path: str
-    original: str
-    fixed: str
-    applied: List[Finding] = field(default_factory=list)  # the findings whose fixes were applied
-    remaining: List[Finding] = field(default_factory=list)  # findings left after fixing
-    diagnostics: List[Diagnostic] = field(default_factory=list)
-    unsafe_available: int = 0  # unsafe fixes not applied because --unsafe-fixes was not given
-    #: findings whose (allowed) fix edits a config file the code reads: applied apart, once per
-    #: config file, after every Python file (`rewrite.fix_config_files`)
-    config_fixes: List[Finding] = field(default_factory=list)
-
-    @property
-    def changed(self) -> bool:
-        return self.fixed != self.original
 
 
 class _Replacer(cst.CSTTransformer):
@@ -161,6 +142,12 @@ def fix_text(
                 outcome.remaining = findings
                 break
             continue
+        # This round's trees (the analysis, the rewritten module, the fixes' nodes and closures)
+        # are done with: freed before the re-parse and the next round's analysis, so that one
+        # file's rounds do not pile up in memory (a big file's fix peaked at several trees).
+        applied = [f.portable() for f in applied]
+        findings = [f.portable() for f in findings]
+        del todo, module, analysis
         try:
             cst.parse_module(new_text)
             if _compiles(text, path):

@@ -13,9 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Type
 
-from speedlint.analyzer.fixing import FixOutcome, fix_text
+from speedlint.analyzer.findings import Diagnostic, FixOutcome
 from speedlint.analyzer.notebook import Notebook, NotebookError, split_lines
-from speedlint.analyzer.rule import Diagnostic
 from speedlint.analyzer.sources import SourceError, write_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,6 +52,8 @@ def fix_notebook(
     """Fix a notebook's bytes (NotebookError when it cannot be read). The fixes that cannot be
     mapped back to single cells without touching magics are left out, rule by rule."""
     nb = Notebook.parse(data)
+
+    from speedlint.analyzer.fixing import fix_text
 
     def attempt(selected: Sequence[Type["Rule"]]) -> Tuple[FixOutcome, Dict[int, str], List[str]]:
         outcome = fix_text(nb.text, shown, selected, settings, unsafe=unsafe, seeds=seeds)

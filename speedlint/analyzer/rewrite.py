@@ -19,8 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
-from speedlint.analyzer.findings import Diagnostic, allowed, unsafe_left
-from speedlint.analyzer.fixing import FixOutcome, fix_text
+from speedlint.analyzer.findings import Diagnostic, FixOutcome, allowed, unsafe_left
 from speedlint.analyzer.notebook import NotebookError, is_notebook
 from speedlint.analyzer.notebook_fix import NotebookFixOutcome, fix_notebook, fix_notebook_text
 from speedlint.analyzer.parallel import CheckWork, Job, process_files, read_bytes, rules_by_code
@@ -86,6 +85,7 @@ def _portable(outcome: FixOutcome) -> FixOutcome:
 def fix_job(job: Job, profile: "Optional[Profile]" = None) -> Tuple[FileFix, Optional[str]]:
     """Fix one file (in a worker or the parent); writes nothing. Never raises."""
     from speedlint.analyzer.cache import content_hash
+    from speedlint.analyzer.fixing import fix_text
 
     try:
         data = read_bytes(job.path)
@@ -220,6 +220,7 @@ def _fix_again(
     program is linked again, each file fixed from where the last pass left it. In-process: it
     only happens when fixes edit config files."""
     from speedlint.analyzer.configs.sources import overridden
+    from speedlint.analyzer.fixing import fix_text
     from speedlint.analyzer.parallel import default_jobs, program_seeds
 
     fresh: List[FixOutcome] = []
@@ -322,6 +323,8 @@ def fix_config_files(outcomes: Sequence[FixOutcome], resolver: SettingsResolver,
 
 
 def fix_stdin(text: str, filename: str, resolver: SettingsResolver) -> FixOutcome:
+    from speedlint.analyzer.fixing import fix_text
+
     settings = resolver.for_file(Path(filename))
     if is_notebook(filename):  # stdin holds the notebook's JSON: so does the output
         return fix_notebook_text(text, filename, rules_for(settings), settings)
