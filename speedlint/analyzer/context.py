@@ -98,7 +98,11 @@ class FileContext:
         """The node's range, as LibCST's `PositionProvider` gives it (KeyError: not in the tree)."""
         known = self._positions.get(id(node))
         if known is None or known[0] is not node:
-            self.prefetch_positions([node])
+            # asked while the rules run (a fix's edit, the line of a loader call): note every
+            # call too in the same pass, as most findings and edits are calls or lie in one, so
+            # that the file needs no further pass (each one generates the module's code)
+            facts = self.__dict__.get("torch")
+            self.prefetch_positions([node, *facts.calls] if facts is not None else [node])
             known = self._positions.get(id(node))
             if known is None or known[0] is not node:
                 raise KeyError(node)

@@ -191,6 +191,7 @@ class TorchFacts:
         #: node -> its position in visiting order (source order)
         self.order: Mapping[cst.CSTNode, int] = _Order(self.tree)
         self._scheduler_names: Set[str] = set()
+        self._training_exits: Dict[int, int] = {}  # block (its index) -> `_first_training_exit`
         _Walker(self, self.tree).run()
         for info in self.units.values():
             for call in info.calls:
@@ -486,37 +487,71 @@ class TorchFacts:
 
     def _body_ancestors(self, node: cst.CSTNode) -> Iterator[Unit]:
         """Loops whose per-iteration part contains `node`, and the enclosing functions, innermost first."""
+        # (node types compared exactly: LibCST's node classes are not subclassed, and an
+        # `isinstance` against them goes through `ABCMeta`, several times slower on these hot paths)
+        tree = self.tree
+        i = tree.index(node)
+        if i is None:
+            return
+        nodes, parents = tree.nodes, tree.parents
         child = node
-        for a in self.ancestors(node):
-            if isinstance(a, cst.For) and child is a.body:
-                yield a
-            elif isinstance(a, cst.While) and (child is a.body or child is a.test):
-                yield a
-            elif isinstance(a, cst.FunctionDef) and child is a.body:
-                yield a
+        i = parents[i]
+        while i >= 0:
+            a = nodes[i]
+            kind = type(a)
+            if kind is cst.For:
+                if child is a.body:  # type: ignore[attr-defined]
+                    yield a  # type: ignore[misc]
+            elif kind is cst.While:
+                if child is a.body or child is a.test:  # type: ignore[attr-defined]
+                    yield a  # type: ignore[misc]
+            elif kind is cst.FunctionDef and child is a.body:  # type: ignore[attr-defined]
+                yield a  # type: ignore[misc]
             child = a
+            i = parents[i]
 
     def eval_mode_only(self, node: cst.CSTNode) -> bool:
         """`node` runs only when the module is in eval mode: under `if not self.training:` or in
         the `else` of `if self.training:` (a model's inference path), within its function."""
-        child = node
-        for a in self.ancestors(node):
-            if isinstance(a, cst.FunctionDef):
+        tree = self.tree
+        i = tree.index(node)
+        if i is None:
+            return False
+        nodes, parents = tree.nodes, tree.parents
+        child, at = node, i
+        i = parents[i]
+        while i >= 0:
+            a = nodes[i]
+            kind = type(a)
+            if kind is cst.FunctionDef:
                 return False
-            if isinstance(a, cst.If) and child is not a.test:
-                mode = _training_test(a.test)
-                if mode is not None:
-                    in_body = child is a.body
-                    return in_body != mode  # the body when the test is `not self.training`
-            if isinstance(a, (cst.IndentedBlock, cst.Module)):
+            if kind is cst.If:
+                if child is not a.test:  # type: ignore[attr-defined]
+                    mode = _training_test(a.test)  # type: ignore[attr-defined]
+                    if mode is not None:
+                        in_body = child is a.body  # type: ignore[attr-defined]
+                        return in_body != mode  # the body when the test is `not self.training`
+            elif kind is cst.IndentedBlock or kind is cst.Module:
                 # `if self.training: return loss` earlier in the block: what follows is inference
-                for stmt in a.body:
-                    if stmt is child:
-                        break
-                    if isinstance(stmt, cst.If) and stmt.orelse is None and _training_test(stmt.test) is True and _leaves(stmt.body):
-                        return True
-            child = a
+                if self._first_training_exit(i, a) < at:
+                    return True
+            child, at = a, i
+            i = parents[i]
         return False
+
+    def _first_training_exit(self, index: int, block: cst.CSTNode) -> int:
+        """Where (visiting order) the first `if self.training: return ...` statement of a block is
+        (a number past every node when there is none); once per block."""
+        got = self._training_exits.get(index)
+        if got is None:
+            got = len(self.tree.nodes)
+            for stmt in block.body:  # type: ignore[attr-defined]
+                if type(stmt) is cst.If and stmt.orelse is None and _training_test(stmt.test) is True and _leaves(stmt.body):
+                    found = self.tree.index(stmt)
+                    got = got if found is None else found
+                    break
+            self._training_exits[index] = got
+        return got
 
     def step_of(self, node: cst.CSTNode) -> Optional[Unit]:
         """The step loop or step function whose every iteration runs `node`, if any."""

@@ -8,6 +8,7 @@ import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, MEDIUM, Fix, Impact, Rule
 from speedlint.analyzer.providers.loaders import LOADER_TRIGGERS, is_dataloader, may_build_loader, target_names
+from speedlint.analyzer.providers.walk import preorder
 
 
 class DataLoaderBuiltInLoop(Rule):
@@ -95,35 +96,20 @@ class DataLoaderBuiltInLoop(Rule):
             body = unit.body
         else:
             return False
-        collector = _Assigned()
-        body.visit(collector)
-        bound |= collector.names
-        reads = _Reads()
-        for arg in call.args:
-            arg.value.visit(reads)
-        return bool(reads.names & bound)
+        for node in preorder(body):  # names assigned in the loop: targets, inner loops' variables
+            if type(node) is cst.AssignTarget or type(node) is cst.For:
+                bound.update(target_names(node.target))  # type: ignore[attr-defined]
+        return bool(_names_read(call) & bound)
 
 
-class _Assigned(cst.CSTVisitor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: Set[str] = set()
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        self.names.update(target_names(node.target))
-
-    def visit_For(self, node: cst.For) -> None:
-        self.names.update(target_names(node.target))
-
-
-class _Reads(cst.CSTVisitor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: Set[str] = set()
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.names.add(node.value)
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
-        return False
+def _names_read(call: cst.Call) -> Set[str]:
+    """The names the call's arguments read (not attribute names: `cfg.batch` reads `cfg`)."""
+    names: Set[str] = set()
+    attributes: Set[int] = set()
+    for arg in call.args:
+        for node in preorder(arg.value):
+            if type(node) is cst.Attribute:
+                attributes.add(id(node.attr))  # type: ignore[attr-defined]
+            elif type(node) is cst.Name and id(node) not in attributes:
+                names.add(node.value)  # type: ignore[attr-defined]
+    return names
