@@ -150,7 +150,7 @@ def block_of(ctx: FileContext, stmt: cst.CSTNode) -> Optional[Block]:
 
 
 def contains(ctx: FileContext, outer: cst.CSTNode, node: cst.CSTNode) -> bool:
-    return node is outer or any(a is outer for a in ctx.torch.ancestors(node))
+    return ctx.torch.contains(outer, node)
 
 
 def calls_in(ctx: FileContext, node: cst.CSTNode) -> List[cst.Call]:

@@ -269,7 +269,8 @@ class Flow:
         return []
 
     def _contains(self, outer: cst.CSTNode, node: cst.CSTNode) -> bool:
-        return any(a is outer for a in self.facts.ancestors(node))
+        """`node` lies strictly inside `outer`."""
+        return node is not outer and self.facts.contains(outer, node)
 
     def binding(self, name: cst.Name) -> Optional[Binding]:
         """The binding that reaches this use: the nearest one before it in source order.

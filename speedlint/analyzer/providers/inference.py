@@ -410,7 +410,7 @@ class Escapes:
 
     # analysis ---------------------------------------------------------------------------
     def _inside(self, node: cst.CSTNode) -> bool:
-        return node is self.region or any(a is self.region for a in self.ctx.torch.ancestors(node))
+        return self.ctx.torch.contains(self.region, node)
 
     def _analyse(self, whole_function: bool) -> None:
         for node in iter_nodes(self.region):

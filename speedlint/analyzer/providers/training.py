@@ -470,6 +470,15 @@ class TorchFacts:
             yield nodes[i]
             i = parents[i]
 
+    def contains(self, outer: cst.CSTNode, node: cst.CSTNode) -> bool:
+        """Whether `node` is `outer` or lies inside it: a subtree is a range of the tree's
+        reading (constant time, where walking up the ancestors is linear in the depth)."""
+        tree = self.tree
+        i, j = tree.index(outer), tree.index(node)
+        if i is None or j is None:  # not nodes of this tree
+            return node is outer
+        return i <= j < tree.ends[i]
+
     def enclosing_function(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
         for a in self.ancestors(node):
             if isinstance(a, cst.FunctionDef):
