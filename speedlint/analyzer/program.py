@@ -728,7 +728,9 @@ def compact(summary: Dict[str, Any], shared: Optional[Dict[Any, Any]] = None) ->
 
     def go(obj: Any) -> Tuple[Any, bool]:
         # (compact form, whether it may be shared: `True == 1` and `1.0 == 1`, so only containers
-        # of strings, None, ints that are not bools, and shareable containers are shared)
+        # of strings, None, ints that are not bools, and shareable containers are shared).
+        # Strings, numbers and None inside a container are taken in place (most items are
+        # names): one call per container, not per item.
         kind = obj.__class__
         if kind is str:
             return intern(obj), True
@@ -738,17 +740,34 @@ def compact(summary: Dict[str, Any], shared: Optional[Dict[Any, Any]] = None) ->
             items = []
             shareable = True
             for item in obj:
-                value, ok = go(item)
-                items.append(value)
-                shareable = shareable and ok
+                k = item.__class__
+                if k is str:
+                    items.append(intern(item))
+                elif k is int or item is None:
+                    items.append(item)
+                elif k is list or k is tuple or k is dict or k is FrozenDict:
+                    value, ok = go(item)
+                    items.append(value)
+                    shareable = shareable and ok
+                else:  # a bool, a float, ...: kept, and the container is not shared
+                    items.append(item)
+                    shareable = False
             out: Any = tuple(items)
         elif kind is dict or kind is FrozenDict:
             shareable = True
             entries = {}
-            for k, v in obj.items():
-                value, ok = go(v)
-                entries[intern(k) if k.__class__ is str else k] = value
-                shareable = shareable and ok and k.__class__ is not bool
+            for key, v in obj.items():
+                k = v.__class__
+                if k is str:
+                    value, ok = intern(v), True
+                elif k is int or v is None:
+                    value, ok = v, True
+                elif k is list or k is tuple or k is dict or k is FrozenDict:
+                    value, ok = go(v)
+                else:
+                    value, ok = v, False
+                entries[intern(key) if key.__class__ is str else key] = value
+                shareable = shareable and ok and key.__class__ is not bool
             out = FrozenDict(entries)
         else:
             return obj, kind is int or obj is None
