@@ -239,3 +239,20 @@ def test_each_round_s_trees_are_freed_before_the_next_round(monkeypatch):  # typ
     assert outcome.changed and len(outcome.applied) >= 2 and len(contexts) >= 3  # several rounds
     assert alive_at_start == [0] * len(alive_at_start)
     assert all(isinstance(f.fix, FixSummary) for f in outcome.applied)
+
+
+def test_each_text_is_parsed_once(monkeypatch):  # type: ignore[no-untyped-def]
+    """A round's result is parsed to check it; the next round analyses that tree instead of
+    parsing the same text again."""
+    texts: list = []
+    real = cst.parse_module
+
+    def spy(text, *args, **kwargs):  # type: ignore[no-untyped-def]
+        texts.append(text)
+        return real(text, *args, **kwargs)
+
+    monkeypatch.setattr(cst, "parse_module", spy)
+    outcome = fix_text(LOADER_LOOP, "train.py", select_rules(("SPD101", "SPD102", "SPD202")), Settings(), unsafe=True)
+    assert outcome.changed and len(outcome.applied) >= 2
+    assert len(texts) >= 3 and len(texts) == len(set(texts))  # several rounds, no text parsed twice
+    assert texts[0] == LOADER_LOOP and texts[-1] == outcome.fixed

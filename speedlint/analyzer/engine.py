@@ -747,6 +747,7 @@ def analyze_text(
     prelook: bool = True,
     seeds: "Optional[FileSeeds]" = None,
     enabled: Optional[Sequence[Type[Rule]]] = None,
+    module: Optional[cst.Module] = None,
 ) -> Analysis:
     """Lint source text. Never raises for bad input: failures become diagnostics.
 
@@ -754,6 +755,8 @@ def analyze_text(
     `seeds`: what the whole program says about this file (hot functions and their chains).
     `enabled`: the rules left after the pre-filter and pre-look, when already decided
     (`summarize_and_prelook`, which shares its `ast` parse with the program summary).
+    `module`: the text's LibCST tree, when already parsed (`fix` parses each round's result to
+    check it before the next round analyses it).
     """
     t0 = time.perf_counter()
     decided = enabled is not None
@@ -778,7 +781,8 @@ def analyze_text(
     if not enabled:
         return Analysis(None, [])
     try:
-        module = parse_valid_module(text) if _is_valid_python(facts) else cst.parse_module(text)
+        if module is None:
+            module = parse_valid_module(text) if _is_valid_python(facts) else cst.parse_module(text)
     except Exception as exc:  # ParserSyntaxError, and anything LibCST chokes on
         return Analysis(None, [], [Diagnostic(path, syntax_error_message(exc))])
     t2 = time.perf_counter()

@@ -112,8 +112,10 @@ def fix_text(
     outcome = FixOutcome(path, text, text)
     current = text
     failed_fixers: Set[int] = set()
+    tree: Optional[cst.Module] = None  # the parse of `current`, when the last round made it
     for _ in range(MAX_ROUNDS):
-        analysis = analyze_text(current, path, rules, settings, seeds=seeds, enabled=enabled if current is text else None)
+        analysis = analyze_text(current, path, rules, settings, seeds=seeds, enabled=enabled if current is text else None, module=tree)
+        tree = None
         if analysis.diagnostics and current is text:
             outcome.diagnostics.extend(analysis.diagnostics)
             return outcome
@@ -149,7 +151,7 @@ def fix_text(
         findings = [f.portable() for f in findings]
         del todo, module, analysis
         try:
-            cst.parse_module(new_text)
+            parsed = cst.parse_module(new_text)
             if _compiles(text, path):
                 compile(new_text, path, "exec", dont_inherit=True)
         except Exception as exc:
@@ -161,6 +163,7 @@ def fix_text(
             break
         outcome.applied.extend(applied)
         current = new_text
+        tree = parsed  # the next round analyses the tree this check parsed (not parsed twice)
     else:
         outcome.diagnostics.append(
             Diagnostic(path, f"fixes did not converge after {MAX_ROUNDS} rounds; applied what was stable", "warning")
