@@ -363,3 +363,30 @@ def test_text_ast_rejects_is_parsed_with_validation_and_reported(monkeypatch):
     result = analyze_text(BROKEN, "broken.py", rules, Settings(), prelook=False)
     assert not used  # `ast` rejects it: LibCST parses it as usual and reports the error
     assert [d.message for d in result.diagnostics] and "syntax error" in result.diagnostics[0].message
+
+
+def test_a_worker_gives_memory_back_after_each_big_file(monkeypatch):  # type: ignore[no-untyped-def]
+    """After a file of `_BIG_FILE` bytes or more (only then: it costs a collection) a worker frees
+    its garbage and hands free memory back; the results are those of the work, in order."""
+    calls: List[int] = []
+    monkeypatch.setattr(parallel, "_give_back_memory", lambda: calls.append(len(done)))
+    done: List[int] = []
+
+    class Work(parallel.CheckWork):
+        def run(self, job, profile):  # type: ignore[no-untyped-def]
+            done.append(job.index)
+            return f"result {job.index}", None
+
+    sizes = [10, parallel._BIG_FILE, 500, parallel._BIG_FILE * 3, parallel._BIG_FILE - 1]
+    jobs = [parallel.Job(i, f"f{i}.py", f"f{i}.py", Settings(), ("SPD201",), size) for i, size in enumerate(sizes)]
+    out, _ = parallel._work(jobs, False, Work())
+    assert [r[:2] for r in out] == [(i, f"result {i}") for i in range(5)]
+    assert calls == [2, 4]  # right after the second and the fourth file
+
+
+def test_giving_memory_back_works_without_malloc_trim(monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(parallel, "_TRIM", [None])  # a C library without it (macOS, musl, Windows)
+    parallel._give_back_memory()
+    monkeypatch.setattr(parallel, "_TRIM", [])
+    parallel._give_back_memory()  # looked up once, whatever the platform has
+    assert len(parallel._TRIM) == 1 and (parallel._TRIM[0] is None or callable(parallel._TRIM[0]))

@@ -202,7 +202,7 @@ def _give_back_memory() -> None:
             import ctypes
 
             _TRIM.append(ctypes.CDLL(None).malloc_trim)  # glibc
-        except (OSError, AttributeError):
+        except (OSError, AttributeError, TypeError):  # none (macOS, musl; Windows has no CDLL(None))
             _TRIM.append(None)
     if _TRIM[0] is not None:
         _TRIM[0](0)
