@@ -560,6 +560,8 @@ class AstFacts:
             return False
         if self._inference_named_def and "no_grad" in self.names:
             return True  # `@torch.no_grad()` on `decode()` / `recognize()` ...
+        if self.run_per_eval_batch and "no_grad" in self.names:
+            return True  # a helper an evaluation loop elsewhere calls on every batch
         if not (self._eval_words or self._nested_grad_off_words or self.may_have_training_step):
             return False
         if "no_grad" not in self.names:
@@ -647,6 +649,12 @@ class AstFacts:
         """Some code may run per training step, per evaluation batch or per sample
         (`speedlint.analyzer.providers.hot.hot_context`, framework hooks aside)."""
         return self.may_have_training_step or self.may_have_eval_loop or self.may_have_sample_function
+
+    @cached_property
+    def run_per_eval_batch(self) -> bool:
+        """The whole program says some function here runs on every evaluation batch of a loop in
+        another module (`seeded_facts`); the file's own text cannot tell."""
+        return False
 
     @cached_property
     def may_use_gpu(self) -> bool:
@@ -852,6 +860,7 @@ def seeded_facts(facts: "AstFacts", seeds: "FileSeeds") -> None:
         facts.__dict__["may_have_training_step"] = True
     if "eval" in kinds:
         facts.__dict__["may_have_eval_loop"] = True
+        facts.__dict__["run_per_eval_batch"] = True
     if "sample" in kinds:
         facts.__dict__["may_have_sample_function"] = True
     if kinds:

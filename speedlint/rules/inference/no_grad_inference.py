@@ -32,7 +32,8 @@ class NoGradInference(Rule):
     ## What it does
     Flags `with torch.no_grad():` and `@torch.no_grad()` around an evaluation or inference loop
     or function (a validation loop, a function named `evaluate`/`validate`/`test`/`predict`/
-    `infer`, code after `model.eval()`), where `torch.inference_mode()` does the same job faster.
+    `infer`, code after `model.eval()`, a helper that an evaluation loop in another module calls on
+    every batch), where `torch.inference_mode()` does the same job faster.
 
     It stays silent where `inference_mode` would break training: `no_grad` inside a model's
     `forward` or a training step (frozen feature extractors, a teacher in distillation, a target
@@ -227,6 +228,9 @@ class NoGradInference(Rule):
             return "inside an evaluation loop"
         if fn is not None and facts.is_eval_function(fn):
             return f"{what} (`{fn.name.value}()`)" if loops else f"in the evaluation function `{fn.name.value}()`"
+        if fn is not None and facts.eval_function_of(node) is fn:
+            # run on every evaluation batch by a loop in another module (the program model)
+            return f"{what} (`{fn.name.value}()`, called from an evaluation loop)" if loops else f"in `{fn.name.value}()`, called from an evaluation loop"
         if eval_receivers_before(self.ctx, fn, node):
             return f"{what} after `model.eval()`"
         return None
