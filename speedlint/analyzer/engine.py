@@ -227,7 +227,7 @@ class AstFacts:
         nested_grad_off = loop_in_grad_off = eval_mode = False
         loops = stmt_loops = False
         get = names.get
-        Call, Name, Attribute, alias, keyword = ast.Call, ast.Name, ast.Attribute, ast.alias, ast.keyword
+        Call, Name, Attribute, alias, keyword, BinOp = ast.Call, ast.Name, ast.Attribute, ast.alias, ast.keyword, ast.BinOp
         Assign, Constant, ClassDef, ImportFrom = ast.Assign, ast.Constant, ast.ClassDef, ast.ImportFrom
         With, AsyncWith = ast.With, ast.AsyncWith
         defs = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -283,6 +283,8 @@ class AstFacts:
                             and not v.args and not v.keywords
                         ):
                             v = v.func.value
+                        if v.__class__ is BinOp:  # `(torch.ones(n) * i).long().to(device)`
+                            v = v.left if v.left.__class__ is Call else v.right
                         if v.__class__ is Call:
                             vf = v.func
                             if vf.__class__ is Attribute:

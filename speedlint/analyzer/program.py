@@ -39,7 +39,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
-from speedlint.analyzer.textscan import may_use_gpu
+from speedlint.analyzer.textscan import may_use_gpu, says_grad_off
 
 #: The summary format (bump when `summarize` changes what it records).
 SUMMARY_FORMAT = 6
@@ -63,7 +63,6 @@ SCHEDULER_HINT = re.compile(r"sched|(^|_)lr(_|$)|warmup", re.I)
 _INTERVAL_WORDS = re.compile(r"log|interval|every|freq|period|print|verbose|debug|display|save|ckpt|checkpoint|vis|summary|report|plot|sample_|dump", re.I)
 #: Containers whose calls give back what they hold (`nn.ModuleList([Block(), ...])`).
 _CONTAINERS = frozenset({"ModuleList", "Sequential", "ModuleDict", "ParameterList", "list", "tuple", "dict", "set", "sorted", "reversed", "iter", "enumerate", "zip", "tqdm", "cycle", "chain"})
-_GRAD_OFF = frozenset({"no_grad", "inference_mode"})
 _NOTHING: FrozenSet[str] = frozenset()  # the type of most names and attributes of a big program
 #: Builtins whose calls never run project code (unless the module rebinds the name).
 _BUILTIN_CALLS = frozenset({
@@ -293,7 +292,7 @@ def _runs_once(loop: ast.AST) -> bool:
 def _is_grad_off(expr: ast.AST) -> bool:
     target = expr.func if isinstance(expr, ast.Call) else expr
     d = _dotted(target) or ""
-    return d.rsplit(".", 1)[-1] in _GRAD_OFF
+    return says_grad_off(d.rsplit(".", 1)[-1])
 
 
 def _start(node: ast.AST) -> Tuple[int, int]:

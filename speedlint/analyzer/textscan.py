@@ -313,3 +313,23 @@ def _gap(text: str, i: int, at: int) -> Optional[str]:
         if depth == 0 and (c == ";" or (c == "\n" and text[k - 1] != "\\")):
             return "boundary"
     return None
+
+
+# -- what a context manager's name says ------------------------------------------------------------
+#: `torch.no_grad` / `torch.inference_mode`, and helpers named after them.
+_GRAD_OFF_NAMES = ("no_grad", "inference_mode")
+
+
+def says_grad_off(name: str) -> bool:
+    """Whether a context manager or decorator named `name` (its last part) turns autograd off:
+    `no_grad`, `inference_mode`, and a helper of the project or another library named after them
+    (`smart_inference_mode()`, a decorator that picks `inference_mode` or `no_grad`)."""
+    return any(name == word or name.endswith("_" + word) for word in _GRAD_OFF_NAMES)
+
+
+def says_autocast(name: str) -> bool:
+    """Whether a context manager named `name` (its last part) enters autocast: `autocast`, and a
+    helper named after it (`smart_amp_autocast(amp)`, `amp_autocast()`, `accelerator.autocast()`,
+    `self.autocast_ctx()`); not the autocast state queries and setters (`is_autocast_enabled`,
+    `set_autocast_enabled`, `get_autocast_gpu_dtype`)."""
+    return "autocast" in name and not name.startswith(("is_", "set_", "get_autocast_")) and not name.endswith(("_enabled", "_dtype"))

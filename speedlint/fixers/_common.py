@@ -23,6 +23,7 @@ from speedlint.analyzer.config import Settings
 from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.inference import iter_nodes
+from speedlint.analyzer.textscan import says_autocast
 
 Loop = Union[cst.For, cst.While]
 Block = Union[cst.IndentedBlock, cst.Module]
@@ -382,9 +383,15 @@ def self_bindings(ctx: FileContext, cls: Optional[cst.ClassDef], attr: str) -> L
 
 # -- autocast coverage -----------------------------------------------------------------------------
 def autocast_call(ctx: FileContext, expr: cst.BaseExpression) -> Optional[cst.Call]:
-    if isinstance(expr, cst.Call) and ctx.matches(expr.func, *AUTOCAST_NAMES):
+    """`expr` when it is a call of `torch.autocast` (any spelling, aliased) or of a helper named
+    after it (`smart_amp_autocast(amp)`, `accelerator.autocast()`, `self.autocast_ctx()`): a
+    project or library wrapper whose body speedlint cannot see, taken as an autocast."""
+    if not isinstance(expr, cst.Call):
+        return None
+    if ctx.matches(expr.func, *AUTOCAST_NAMES):
         return expr
-    return None
+    name = ctx.qualname(expr.func) or dotted(expr.func)
+    return expr if name is not None and says_autocast(name.rsplit(".", 1)[-1]) else None
 
 
 def _off_by_default(ctx: FileContext, node: cst.CSTNode, call: cst.Call) -> Optional[str]:

@@ -26,6 +26,7 @@ import libcst as cst
 
 from speedlint.analyzer.providers.names import ImportMap, dotted
 from speedlint.analyzer.providers.walk import TreeIndex, index_of
+from speedlint.analyzer.textscan import says_grad_off
 
 if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.program import FileSeeds
@@ -637,8 +638,13 @@ class TorchFacts:
         return None
 
     def is_grad_off(self, expr: cst.BaseExpression) -> bool:
+        """`torch.no_grad()`, `torch.inference_mode()` under any alias, or a helper named after
+        them (`@smart_inference_mode()`)."""
         target = expr.func if isinstance(expr, cst.Call) else expr
-        return self.imports.matches(target, *GRAD_OFF)
+        if self.imports.matches(target, *GRAD_OFF):
+            return True
+        name = dotted(target)
+        return name is not None and says_grad_off(name.rsplit(".", 1)[-1])
 
     def guarding_ifs(self, node: cst.CSTNode, boundary: Optional[cst.CSTNode] = None) -> List[cst.CSTNode]:
         """`if`/ternary/`except` constructs between `node` and `boundary` (exclusive)."""

@@ -6,13 +6,25 @@ import libcst as cst
 
 from speedlint.analyzer.fixes import keyword_arg, with_keyword
 from speedlint.analyzer.rule import LOW, MEDIUM, SAFE, UNSAFE, Fix, Impact, Rule
-from speedlint.analyzer.providers.flow import FACTORIES, MAYBE_DEVICE, RANDOM_FACTORIES, Move, flow
+from speedlint.analyzer.providers.flow import FACTORIES, MAYBE_DEVICE, Move, flow
 
+#: The factories this rule knows (random ones are left alone: see "Not flagged").
+_FACTORIES = frozenset(FACTORIES)
+_CASTS = {"float", "double", "half", "bfloat16", "long", "int", "short", "bool", "byte", "char"}
 #: Factories whose values are exact in every dtype: creating them in the target dtype directly
 #: gives the same tensor as creating then casting.
-_ALL_FACTORIES = frozenset(FACTORIES | RANDOM_FACTORIES)
-_CASTS = {"float", "double", "half", "bfloat16", "long", "int", "short", "bool", "byte", "char"}
 _EXACT = {"zeros", "ones", "empty", "eye", "zeros_like", "ones_like", "empty_like"}
+
+
+#: Arithmetic with a number that keeps a factory's result a fresh tensor (`torch.ones(n) * i`).
+_SCALAR_OPS = (cst.Multiply, cst.Add, cst.Subtract, cst.Divide)
+
+
+def _number_like(expr: cst.BaseExpression) -> bool:
+    """A literal number, a name or an attribute (`i`, `self.scale`), possibly negated."""
+    if isinstance(expr, cst.UnaryOperation):
+        expr = expr.expression
+    return isinstance(expr, (cst.Integer, cst.Float, cst.Name, cst.Attribute))
 
 
 class TensorCreatedThenMoved(Rule):
@@ -40,12 +52,19 @@ class TensorCreatedThenMoved(Rule):
     Safe when the argument is clearly a device: a string literal such as `"cuda"`, a
     `torch.device(...)`, a name bound to one of those, or `x.device`; `.cuda()` becomes
     `device="cuda"`. Unsafe when it is a variable whose value is unknown, because `.to(x)` also
-    accepts a dtype or a tensor. Random factories (`torch.rand`, `torch.randn`, `torch.randint`)
-    draw different numbers on the device, and a factory with `requires_grad=True` becomes a leaf
-    tensor once created on the device: both unsafe. A move that also casts (`.to(device, dtype)`)
+    accepts a dtype or a tensor. A factory with `requires_grad=True` becomes a leaf tensor once
+    created on the device: unsafe. A move that also casts (`.to(device, dtype)`)
     passes `dtype=` too for factories whose values are exact in any dtype (`zeros`, `ones`,
-    `empty`, `eye`) and keeps the cast otherwise. `.to(dtype)` casts, moves to the CPU, and
+    `empty`, `eye`) and keeps the cast otherwise. A factory times a number
+    (`(torch.ones(n) * t).long().to(device)`, a timestep tensor in a sampling loop) gets `device=`
+    on the factory: unsafe, because the number may be a CPU tensor. `.to(dtype)` casts, moves to the CPU, and
     factories already given `device=` are not flagged.
+
+    ## Not flagged
+    Random factories (`torch.rand`, `torch.randn`, `torch.randint`, `torch.randperm` and their
+    `_like` forms): on the device they draw from the device's generator, so the numbers change.
+    Code often draws on the CPU on purpose (a `randperm` train/validation split that must be the
+    same on every machine, noise that must match a CPU-seeded run).
 
     ## References
     - PyTorch performance tuning guide, "Create tensors directly on the target device"
@@ -63,7 +82,7 @@ class TensorCreatedThenMoved(Rule):
     fixes = (SAFE, UNSAFE)
     triggers = (".to(", ".cuda(")
     ast_precondition = staticmethod(
-        lambda facts: facts.may_use_gpu and facts.moves_any(*_ALL_FACTORIES)
+        lambda facts: facts.may_use_gpu and facts.moves_any(*_FACTORIES)
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -75,12 +94,19 @@ class TensorCreatedThenMoved(Rule):
         while isinstance(factory, cst.Call) and isinstance(factory.func, cst.Attribute) and factory.func.attr.value in _CASTS and not factory.args:
             casts.append(factory)
             factory = factory.func.value
+        scaled = None  # `(torch.ones(n) * i).long().to(device)`: a factory times a number
+        if isinstance(factory, cst.BinaryOperation) and isinstance(factory.operator, _SCALAR_OPS):
+            scaled = factory
+            if isinstance(factory.left, cst.Call) and _number_like(factory.right):
+                factory = factory.left
+            elif isinstance(factory.right, cst.Call) and _number_like(factory.left):
+                factory = factory.right
         if not isinstance(factory, cst.Call) or not self.ctx.may_use_gpu:
             return
         q = self.ctx.qualname(factory.func) or ""
         short = q[len("torch."):] if q.startswith("torch.") else ""
-        if short not in FACTORIES and short not in RANDOM_FACTORIES:
-            return
+        if short not in _FACTORIES:
+            return  # (random factories: a different random stream on the device, see the docs)
         if any(a.star == "**" for a in factory.args):
             return  # `device=` may already arrive through the splat
         for kw in ("device", "out", "pin_memory", "layout"):
@@ -89,7 +115,7 @@ class TensorCreatedThenMoved(Rule):
         move = flow(self.ctx).parse_move(node)
         if move is None or not move.moves_to_device or move.extra and set(move.extra) - {"copy"}:
             return
-        fixed, applicability = self._fixed(factory, move, short, casts)
+        fixed, applicability = self._fixed(factory, move, short, casts, scaled)
         where = self._where(node)
         what = f"`torch.{short}(...)` is created on the CPU, then copied by `.{move.method}(...)`"
         self.report(
@@ -110,8 +136,9 @@ class TensorCreatedThenMoved(Rule):
             return " in a loop"
         return ""
 
-    def _fixed(self, factory: cst.Call, move: Move, short: str, casts):  # type: ignore[no-untyped-def]
-        applicability = SAFE
+    def _fixed(self, factory: cst.Call, move: Move, short: str, casts, scaled=None):  # type: ignore[no-untyped-def]
+        # (a factory in arithmetic: the other operand may be a CPU tensor, which the device would refuse)
+        applicability = SAFE if scaled is None else UNSAFE
         if move.method == "cuda":
             target = move.target
             if target is None:
@@ -126,16 +153,16 @@ class TensorCreatedThenMoved(Rule):
             device = move.target
             if move.kind == MAYBE_DEVICE:
                 applicability = UNSAFE
-        if short in RANDOM_FACTORIES:
-            applicability = UNSAFE  # a different random stream on the device
         requires_grad = keyword_arg(factory, "requires_grad")
         if requires_grad is not None and not (isinstance(requires_grad.value, cst.Name) and requires_grad.value.value == "False"):
             applicability = UNSAFE  # the result becomes a leaf that collects `.grad`
         new = with_keyword(factory, "device", device)
+        if scaled is not None:
+            new = scaled.with_changes(**{"left" if scaled.left is factory else "right": new})
         for cast in reversed(casts):  # innermost first
             new = cast.with_changes(func=cast.func.with_changes(value=new))
         if move.dtype is not None:
-            if short in _EXACT and keyword_arg(factory, "dtype") is None and not casts:
+            if short in _EXACT and keyword_arg(factory, "dtype") is None and not casts and scaled is None:
                 new = with_keyword(new, "dtype", move.dtype)
             else:
                 new = cst.Call(
