@@ -27,8 +27,9 @@ class EvalBuildsAutogradGraph(Rule):
     ## What it does
     Flags an evaluation loop (no backward, after `model.eval()` or in a function named
     `evaluate`/`validate`/`test`/`predict`/`infer`) that runs the model with gradient recording
-    on: no `torch.no_grad()`/`torch.inference_mode()` around it, no decorator on its function, and
-    no caller in the same file that disables gradients.
+    on: no `torch.no_grad()`/`torch.inference_mode()` around it, no decorator on its function (a
+    helper named after them, such as `@smart_inference_mode()`, counts), and no caller in the same
+    file that disables gradients.
 
     `model.eval()` does not turn autograd off: it only switches dropout and batch norm to their
     inference behaviour.

@@ -13,7 +13,9 @@ class Fp32TrainingStep(Rule):
     ## What it does
     Flags a training step whose forward pass and loss run outside any `autocast` (any spelling:
     `torch.autocast`, `torch.amp.autocast`, `torch.cuda.amp.autocast`, aliased, as a decorator,
-    around the step, in its caller or in the model's `forward`), in a script that trains on a GPU.
+    around the step, in its caller or in the model's `forward`; a wrapper named after it, such as
+    `smart_amp_autocast(amp)` or `accelerator.autocast()`, counts as one), in a script that trains
+    on a GPU.
     Also flags a `GradScaler` used without any autocast (the step still runs in FP32), and an
     `autocast(enabled=...)` whose flag is a constant that never becomes true. The finding sits on
     the first forward or loss statement of the step: the line the AMP codemod wraps first.
