@@ -116,7 +116,9 @@ class DataLoaderSyncLoading(Rule):
 
         workers = kwarg(self.ctx, node, "num_workers")
         what = workers_text(workers)
-        message = f"{what}: batches are loaded in the training process, one after the other"
+        single = not workers.missing and workers.value is not None and set(workers.value.options) == {1}
+        how = "one worker process prepares the batches one after the other" if single else "batches are loaded in the training process, one after the other"
+        message = f"{what}: {how}"
         site = config_site(workers)
         if site is not None:  # the value is written in a config file: the finding (and fix) go there
             edit = value_edit(site, CONFIG_WORKERS)
