@@ -132,3 +132,79 @@ def test_summary_cache_keeps_what_another_run_saved_meanwhile(tmp_path):
     again = ResultCache(tmp_path / "c").summaries
     assert again.get("a") == train and again.get("b") == loss and again.get("c") == loss
     assert second.get("a") == train  # the store that saved reads the file again
+
+
+CALLER = '''
+import torch
+
+def train(loader, model, optimizer, logger, d, xs):
+    max_lr = 0.0
+    loss_value = 0.0
+    for step, x in enumerate(loader):
+        loss = model(x)
+        if step % 10 == 0:
+            loss_value = loss.item()
+        for group in optimizer.param_groups:
+            max_lr = max(max_lr, group["lr"])
+        logger.update(loss=loss_value, lr=optimizer.param_groups[0]["lr"], m=max_lr, step=step, n=len(x), raw=loss)
+        logger.update(loss_value, 2 * max_lr, *xs, **d)
+        total = 0.0
+        total += loss
+        with open("log") as fh:
+            pass
+        logger.update(total=total, fh=fh, f=float(loss), w=(w := 1.0))
+'''
+
+
+def test_calls_record_which_arguments_are_python_values():
+    """`C_HOST`: positions and keywords passed a Python value in the caller; `*`/`**` unpacking
+    recorded as such (`Hotness.host_parameters` counts it as anything)."""
+    from speedlint.analyzer.program import C_HOST, C_KWS, SPLAT
+
+    calls = [c for c in summarize(CALLER)["functions"][0]["calls"] if c[1][-1] == "update"]
+    first, second, third = calls
+    assert set(first[C_HOST]) == {"loss", "lr", "m", "step", "n"}  # not `raw`: a tensor
+    assert list(second[C_HOST]) == [0, 1]
+    assert second[C_KWS]["*"] == tuple(SPLAT) and second[C_KWS]["**"] == tuple(SPLAT)
+    # `total += loss`, a `with ... as` target, a walrus: not followed, so not Python values
+    assert list(third[C_HOST]) == ["f"]
+
+
+HELPERS = '''
+import torch
+
+class Logger:
+    def update(self, **kwargs):
+        for k, v in kwargs.items():
+            if isinstance(v, torch.Tensor):
+                v = v.item()
+
+def record(meter, value, n=1):
+    return value.item() if torch.is_tensor(value) else value
+'''
+
+LOOP = '''
+from helpers import Logger, record
+
+def train(model, loader, optimizer, meter):
+    logger = Logger()
+    for x in loader:
+        loss = model(x)
+        loss.backward()
+        optimizer.step()
+        logger.update(lr=optimizer.param_groups[0]["lr"], n=len(x))
+        record(meter, 1.0)
+        record(meter, loss)
+'''
+
+
+def test_the_program_names_the_parameters_no_hot_call_site_passes_a_tensor(tmp_path):
+    """`Hotness.host_parameters`: for a function that tests a value for being a tensor, the
+    parameters that every call site running it per step passes a Python value or leaves to its
+    default (`**kwargs` of `update`, `n` of `record`); not `value`, which one hot call site
+    passes the loss, nor `meter`, a name the caller does not bind to a Python value."""
+    from speedlint.analyzer.program import link
+
+    files = [(str(tmp_path / name), name, summarize(text)) for name, text in (("helpers.py", HELPERS), ("train.py", LOOP))]
+    seeds = link(files)["helpers.py"]
+    assert seeds.project["host_params"] == {"0": ["**kwargs"], "1": ["n"]}

@@ -42,13 +42,17 @@ from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set
 from speedlint.analyzer.textscan import may_use_gpu, says_grad_off
 
 #: The summary format (bump when `summarize` changes what it records).
-SUMMARY_FORMAT = 6
+SUMMARY_FORMAT = 7
 
 #: In `passed_constants`: a call site that does not pass the parameter (its default applies).
 DEFAULT = "\x00default"
 
 #: A value known to be some Python int (a `range` loop counter), not a tensor.
 INT = "\x00int"
+
+#: In a call's keyword arguments, under the keys "*" and "**": the call unpacks a sequence
+#: (`f(*xs)`) or a mapping (`f(**d)`) whose contents are not followed.
+SPLAT = ("k", "\x00splat")
 
 #: Hotness kinds, hottest first.
 STEP, SAMPLE, EVAL, EPOCH = "step", "sample", "eval", "epoch"
@@ -248,8 +252,9 @@ def _is_interval_test(test: ast.AST) -> bool:
 #: is not followed further: that is a guess, not an analysis.
 MAX_TARGETS, MAX_TYPES = 4, 8
 
-#: A call in a summary: [line, callee expression, positional args, keyword args, loop index, flags].
-C_LINE, C_FUNC, C_ARGS, C_KWS, C_LOOP, C_FLAGS = range(6)
+#: A call in a summary: [line, callee expression, positional args, keyword args, loop index, flags]
+#: and, when some are, the arguments known to be Python values in the caller (`_host_args`).
+C_LINE, C_FUNC, C_ARGS, C_KWS, C_LOOP, C_FLAGS, C_HOST = range(7)
 
 #: Call-site flags: behind an interval guard, in an exception handler, under no_grad, only when
 #: training (`if self.training:`), only when evaluating (its `else`).
@@ -318,6 +323,10 @@ class _Summarizer:
         self._fn_nodes: List[ast.AST] = []
         #: command-line options this module declares: destination -> default(s)
         self.options: Dict[str, List[Any]] = {}
+        #: calls with arguments, to be told which of them pass Python values (`_host_args`)
+        self._pending: List[Tuple[List[Any], ast.Call, Dict[str, Any]]] = []
+        #: function summary -> name -> how the function binds it (`_bound`), for `_host_value`
+        self._binds: Dict[int, Dict[str, List[Any]]] = {}
         #: `@property` methods of this module's classes: reading `self.<name>` runs them
         self.properties: Set[str] = {
             f.name
@@ -347,6 +356,7 @@ class _Summarizer:
         for c in self.classes.values():
             c["methods"] = {k: rank[v] for k, v in c["methods"].items()}
         self._drop_foreign_calls()
+        self._host_args()
         return {
             "format": SUMMARY_FORMAT, "module": self.module, "functions": self.functions, "options": self.options,
             "classes": self.classes, "imports": self.imports, "star": self.star,
@@ -378,12 +388,16 @@ class _Summarizer:
         where = dict(loop=loop, guarded=guarded, handler=handler, grad_off=grad_off)
         kind = node.__class__
         if kind in (ast.FunctionDef, ast.AsyncFunctionDef):
+            self._bound_name(fn, node.name)  # type: ignore[attr-defined]
             self._function(node, fn, cls)  # type: ignore[arg-type]
             return
         if kind is ast.ClassDef:
+            self._bound_name(fn, node.name)  # type: ignore[attr-defined]
             self._class(node, fn)  # type: ignore[arg-type]
             return
         if kind in (ast.Import, ast.ImportFrom):
+            for alias in node.names:  # type: ignore[attr-defined]
+                self._bound_name(fn, (alias.asname or alias.name).split(".")[0])
             self._import(node)  # (imports inside functions bind the same names, for our purpose)
             return
         if kind in (ast.For, ast.AsyncFor, ast.While):
@@ -400,6 +414,13 @@ class _Summarizer:
                 self._exprs(node.iter, fn, **where)  # type: ignore[attr-defined]
                 lp["targets"] = [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]  # type: ignore[attr-defined]
                 it = node.iter  # type: ignore[attr-defined]
+                target = node.target  # type: ignore[attr-defined]
+                if isinstance(target, ast.Tuple) and target.elts and isinstance(target.elts[0], ast.Name) and isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate":
+                    self._bound(fn, target.elts[0], ("int", it))  # `for i, batch in enumerate(loader)`
+                    for elt in target.elts[1:]:
+                        self._bound(fn, elt, None)
+                else:
+                    self._bound(fn, target, ("for", it))
                 if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and isinstance(node.target, ast.Name):  # type: ignore[attr-defined]
                     fn["assign"].setdefault(node.target.id, []).append(["k", INT])  # a loop counter  # type: ignore[attr-defined]
                 else:
@@ -429,11 +450,14 @@ class _Summarizer:
                     off = True
                 if item.optional_vars is not None:
                     self._bind(item.optional_vars, _expr(item.context_expr), fn)
+                    self._bound(fn, item.optional_vars, None)
             self._block(node.body, fn, cls, **dict(where, grad_off=off))  # type: ignore[attr-defined]
             return
         if kind in (ast.Try, getattr(ast, "TryStar", ast.Try)):
             self._block(node.body, fn, cls, **where)  # type: ignore[attr-defined]
             for h in node.handlers:  # type: ignore[attr-defined]
+                if h.name:
+                    self._bound_name(fn, h.name)
                 self._block(h.body, fn, cls, **dict(where, handler=True))
             self._block(node.orelse, fn, cls, **where)  # type: ignore[attr-defined]
             self._block(node.finalbody, fn, cls, **where)  # type: ignore[attr-defined]
@@ -443,9 +467,11 @@ class _Summarizer:
             self._exprs(node.value, fn, **where)  # type: ignore[attr-defined]
             for t in node.targets:  # type: ignore[attr-defined]
                 self._bind(t, value, fn)
+                self._bound(fn, t, ("=", node.value))  # type: ignore[attr-defined]
             return
         if kind in (ast.AnnAssign, ast.AugAssign):
             if node.value is not None:  # type: ignore[attr-defined]
+                self._bound(fn, node.target, ("=", node.value))  # (`x += v`: x's other bindings count too)  # type: ignore[attr-defined]
                 self._exprs(node.value, fn, **where)  # type: ignore[attr-defined]
                 if kind is ast.AnnAssign:
                     self._bind(node.target, _expr(node.value), fn)  # type: ignore[attr-defined]
@@ -462,8 +488,18 @@ class _Summarizer:
         if kind is ast.Match:  # pragma: no cover - rare in training code
             self._exprs(node.subject, fn, **where)  # type: ignore[attr-defined]
             for case in node.cases:  # type: ignore[attr-defined]
+                for sub in ast.walk(case.pattern):
+                    if getattr(sub, "name", None):  # `case Point(x=x) as p`, `case [*rest]`
+                        self._bound_name(fn, sub.name)  # type: ignore[attr-defined]
                 self._block(case.body, fn, cls, **dict(where, guarded=guarded | GUARDED))
             return
+        if kind in (ast.Global, ast.Nonlocal):
+            for name in node.names:  # type: ignore[attr-defined]
+                self._bound_name(fn, name)
+            return
+        if kind is ast.Delete:
+            for t in node.targets:  # type: ignore[attr-defined]
+                self._bound(fn, t, None)
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.stmt):
                 self._stmt(child, fn, cls, **where)
@@ -507,6 +543,11 @@ class _Summarizer:
                 for v in values[1:]:
                     todo.append((v, g | GUARDED))  # short-circuited: may not run
                 continue
+            if kind is ast.NamedExpr:
+                self._bound(fn, sub.target, None)  # type: ignore[attr-defined]
+            elif kind in _COMPREHENSIONS:  # (their own scope: a call in one sees its variables)
+                for gen in sub.generators:  # type: ignore[attr-defined]
+                    self._bound(fn, gen.target, None)
             if kind is ast.Call:
                 self._call(sub, fn, loop, g, handler, grad_off)  # type: ignore[arg-type]
             elif kind is ast.Attribute and sub.attr in self.properties and fn["cls"] and fn["params"]:  # type: ignore[attr-defined]
@@ -558,10 +599,114 @@ class _Summarizer:
         target = _expr(func)
         if target is None:
             return
+        if func.__class__ is ast.Name and func.id == "isinstance" or func.__class__ is ast.Attribute and func.attr == "is_tensor":
+            self._note_type_test(node, fn)
         args = [_expr(a) for a in node.args if not isinstance(a, ast.Starred)]
         kws = {k.arg: _expr(k.value) for k in node.keywords if k.arg}
+        if len(args) < len(node.args):
+            kws["*"] = SPLAT
+        if any(k.arg is None for k in node.keywords):
+            kws["**"] = SPLAT
         flags = guarded | (HANDLER if handler else 0) | (GRAD_OFF if grad_off else 0)
-        fn["calls"].append([node.lineno, target, args, kws, loop, flags])
+        record = [node.lineno, target, args, kws, loop, flags]
+        fn["calls"].append(record)
+        if node.args or node.keywords:
+            self._pending.append((record, node, fn))
+
+    @staticmethod
+    def _note_type_test(node: ast.Call, fn: Dict[str, Any]) -> None:
+        """`isinstance(v, torch.Tensor)`, `torch.is_tensor(v)`: the names a function tests for
+        being a tensor (the program tells it when no hot call site passes one: `host_parameters`)."""
+        if not node.args or not isinstance(node.args[0], ast.Name):
+            return
+        if len(node.args) > 1 and not any(
+            (isinstance(t, ast.Attribute) and t.attr == "Tensor") or (isinstance(t, ast.Name) and t.id == "Tensor")
+            for t in ast.walk(node.args[1])
+        ):
+            return
+        typed = fn.setdefault("typed", [])
+        if node.args[0].id not in typed:
+            typed.append(node.args[0].id)
+
+    # which arguments are Python values ----------------------------------------------------------
+    def _host_args(self) -> None:
+        """Mark, on every call kept, the arguments that are Python values in the caller (`C_HOST`:
+        positions in the positional arguments, keyword names): a number or string, `x.item()`,
+        `float(...)` / `int(...)` / `len(...)` ..., `min`/`max` of such values, an optimizer's
+        hyperparameter (`optimizer.param_groups[0]["lr"]`), arithmetic on them, a name every
+        binding of which in the caller is one of these. A name bound in any other way (a
+        parameter, a tuple target, `with ... as`) is not a Python value here."""
+        kept = {id(c) for f in (self.module, *self.functions) for c in f["calls"]}
+        for record, node, fn in self._pending:
+            if id(record) not in kept:
+                continue
+            names = self._binds.get(id(fn), {})
+            host: List[Any] = [k for k, a in enumerate(a for a in node.args if not isinstance(a, ast.Starred)) if self._host_value(a, names, ())]
+            host += [k.arg for k in node.keywords if k.arg and self._host_value(k.value, names, ())]
+            if host:
+                record.append(host)
+        self._pending = []
+
+    def _host_value(self, node: ast.AST, names: Dict[str, List[Any]], seen: Tuple[str, ...]) -> bool:
+        kind = node.__class__
+        if kind is ast.Constant:
+            return node.value is None or isinstance(node.value, (bool, int, float, complex, str))  # type: ignore[attr-defined]
+        if kind is ast.UnaryOp:
+            return self._host_value(node.operand, names, seen)  # type: ignore[attr-defined]
+        if kind is ast.BinOp:
+            return self._host_value(node.left, names, seen) and self._host_value(node.right, names, seen)  # type: ignore[attr-defined]
+        if kind is ast.Call:
+            func = node.func  # type: ignore[attr-defined]
+            if isinstance(func, ast.Attribute):
+                return func.attr in ("item", "tolist") and not node.args and not node.keywords  # type: ignore[attr-defined]
+            if not isinstance(func, ast.Name) or func.id in self.imports or func.id in names or func.id in self._binds.get(id(self.module), ()):
+                return False  # (a builtin only where nothing rebinds its name)
+            if func.id in _HOST_BUILTINS:
+                return True
+            args = node.args  # type: ignore[attr-defined]
+            return func.id in _HOST_REDUCERS and bool(args) and all(
+                not isinstance(a, ast.Starred) and self._host_value(a, names, seen) for a in args
+            )
+        if kind is ast.Subscript:
+            key = node.slice  # type: ignore[attr-defined]
+            return isinstance(key, ast.Constant) and isinstance(key.value, str) and self._param_group(node.value, names)  # type: ignore[attr-defined]
+        if kind is ast.Name:
+            name = node.id  # type: ignore[attr-defined]
+            if name in seen:
+                return True  # `max_lr = max(max_lr, ...)`: whatever its other bindings give
+            binds = names.get(name)
+            return bool(binds) and all(
+                b is not None and (self._host_value(b[1], names, seen + (name,)) if b[0] == "=" else b[0] == "int" or _is_range(b[1]))
+                for b in binds
+            )
+        return False
+
+    def _param_group(self, node: ast.AST, names: Dict[str, List[Any]]) -> bool:
+        """A parameter group of an optimizer (a dict of Python hyperparameters): an element of
+        `x.param_groups`, or a loop variable over them."""
+        if isinstance(node, ast.Subscript):
+            return isinstance(node.value, ast.Attribute) and node.value.attr == "param_groups"
+        if isinstance(node, ast.Name):
+            binds = names.get(node.id)
+            return bool(binds) and all(
+                b is not None and b[0] == "for" and isinstance(b[1], ast.Attribute) and b[1].attr == "param_groups" for b in binds
+            )
+        return False
+
+    def _bound(self, fn: Dict[str, Any], target: ast.AST, how: Any) -> None:
+        """Note that `fn` binds the names of `target`: `how` (("=", value) for `x = value`,
+        `x += value`; ("for", iterable) for `for x in iterable`; ("int", ...) for the counter of
+        `enumerate`) for a plain name, None (some value not followed) for the names of a tuple
+        target or any other binding."""
+        if target.__class__ is ast.Name:
+            self._binds.setdefault(id(fn), {}).setdefault(target.id, []).append(how)  # type: ignore[attr-defined]
+        elif target.__class__ in (ast.Tuple, ast.List, ast.Starred):
+            for sub in ast.walk(target):
+                if sub.__class__ is ast.Name:
+                    self._bound_name(fn, sub.id)  # type: ignore[attr-defined]
+
+    def _bound_name(self, fn: Dict[str, Any], name: str) -> None:
+        self._binds.setdefault(id(fn), {}).setdefault(name, []).append(None)
 
     def _option(self, call: ast.Call) -> None:
         """`parser.add_argument("--use-amp", action="store_true")`: the option's default, by its
@@ -621,6 +766,13 @@ class _Summarizer:
         decorators = [_expr(d) for d in node.decorator_list]
         is_static = any(_dotted(d) == "staticmethod" for d in node.decorator_list)
         fn = self._new_function(q, cls if not is_static else None, params, node.lineno, decorators)
+        for p in (*a.posonlyargs, *a.args, a.vararg, *a.kwonlyargs, a.kwarg):
+            if p is not None:
+                self._bound_name(fn, p.arg)
+        if a.kwarg:
+            fn["varkw"] = a.kwarg.arg  # `**kwargs`
+        if a.kwonlyargs:
+            fn["npos"] = len(a.posonlyargs) + len(a.args)  # the parameters that take positions
         fn["grad_off"] = any(_is_grad_off(d) for d in node.decorator_list)
         fn["static"] = is_static
         if cls is None and outer is not self.module:
@@ -813,6 +965,19 @@ _EXISTS = frozenset({"exists", "isfile", "is_file"})
 #: Calls that write a cache file (`torch.save`, `np.save`, `pickle.dump`, `json.dump` ...).
 _SAVES = frozenset({"save", "savez", "savez_compressed", "dump"})
 
+
+#: Builtins whose result is a Python value whatever they are given; and those that give one when
+#: given Python values (`max(max_lr, group["lr"])`).
+_HOST_BUILTINS = frozenset({"float", "int", "bool", "len", "str", "repr", "format"})
+_HOST_REDUCERS = frozenset({"min", "max", "sum", "abs", "round"})
+
+
+def _is_range(it: ast.AST) -> bool:
+    """`range(...)`: its loop variable is an int."""
+    return isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+
+
+_COMPREHENSIONS = frozenset({ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp})
 
 #: Nodes `_exprs` need not enter: no call below them.
 _LEAVES = frozenset({ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del})
@@ -1627,6 +1792,9 @@ class Hotness:
         )
         self.hot: List[Dict[str, Tuple[Hop, ...]]] = [dict() for _ in range(n)]
         self.step_loops: Set[Tuple[int, Optional[int], int]] = set()  # (mid, fid, loop index)
+        #: fid -> the call sites that run it on every training step or evaluation batch:
+        #: (caller's module, caller's fid or None, index of the call)
+        self.hot_sites: Dict[int, Set[Tuple[int, Optional[int], int]]] = {}
         self._by_shown: Optional[Dict[str, int]] = None
         self._roots()
 
@@ -1794,6 +1962,8 @@ class Hotness:
             call = body["calls"][i]
             if call[C_FLAGS] & _SKIP[kind]:  # guarded, in an exception handler, or another mode's branch
                 continue
+            if kind in (STEP, EVAL):
+                self.hot_sites.setdefault(callee, set()).add((mid, fid, i))
             self._seed(queue, callee, kind, (Hop(shown, call[0], label(call[C_FUNC], call[C_FLAGS] & PROPERTY)),))
 
     def _seed(self, queue: deque, fid: int, kind: str, chain: Tuple[Hop, ...]) -> None:
@@ -1818,6 +1988,8 @@ class Hotness:
                     continue
                 if kind == EPOCH and call[C_LOOP] >= 0:
                     continue  # a loop in a per-epoch function: its own roots decide
+                if kind in (STEP, EVAL):
+                    self.hot_sites.setdefault(callee, set()).add((mid, fid, i))
                 self._seed(queue, callee, kind, chain + (Hop(shown, call[0], label(call[C_FUNC], call[C_FLAGS] & PROPERTY)),))
 
     # -- values and loaders across modules ---------------------------------------------------------
@@ -1861,6 +2033,33 @@ class Hotness:
         for got in out.values():
             got.pop("__cross__", None)
         return {fid: got for fid, got in out.items() if got}
+
+    def host_parameters(self) -> Dict[int, List[str]]:
+        """fid -> the parameters of a function that tests a value for being a tensor
+        (`isinstance(v, torch.Tensor)`, `summary["typed"]`) to which no call site running it on
+        every training step or evaluation batch may pass a tensor: each such site passes a Python
+        value there (`C_HOST`), or leaves it to its default. `*args` / `**kwargs` are named as
+        written ("*args", "**kwargs"): what the extra arguments of the calls fill. A call that
+        unpacks (`f(**d)`) may pass anything. Functions with no such call site are left out."""
+        out: Dict[int, List[str]] = {}
+        for callee, sites in self.hot_sites.items():
+            fn = self.p.functions[callee][1]
+            if not fn.get("typed"):
+                continue
+            skip = self._skip_of(callee)
+            params = list(fn["params"])
+            named = [q for q in params if not q.startswith("*")]
+            npos = fn.get("npos", len(named))
+            left = set(named[skip:]) | {q for q in params if q.startswith("*")}
+            if fn.get("varkw"):
+                left.add("**" + fn["varkw"])
+            for mid, fid, i in sorted(sites, key=lambda s: (s[0], -1 if s[1] is None else s[1], s[2])):
+                left -= _may_pass_tensor(fn, named, npos, skip, self._body(mid, fid)["calls"][i])
+                if not left:
+                    break
+            if left:
+                out[callee] = sorted(left)
+        return out
 
     def _note_scalars(self, caller: Optional[int], callee: int, fn: Dict[str, Any], call: Any, skip: int, local: Dict[str, List[Any]]) -> None:
         """Parameters some call site passes a Python number or string (a step index, a flag):
@@ -2004,6 +2203,9 @@ class Hotness:
             m = p.modules[mid]
             seeds = out.setdefault(m.shown, FileSeeds())
             seeds.project.setdefault("params", {})[str(p.local_index[fid])] = params
+        for fid, names in self.host_parameters().items():
+            m = p.modules[p.functions[fid][0]]
+            out.setdefault(m.shown, FileSeeds()).project.setdefault("host_params", {})[str(p.local_index[fid])] = names
         for fid, names in self.scalars.items():
             if self.hot[fid]:  # asked about hot functions only
                 mid = p.functions[fid][0]
@@ -2183,6 +2385,33 @@ class Hotness:
         if self._by_shown is None:
             self._by_shown = {m.shown: m.id for m in self.p.modules}
         return self._by_shown.get(chain[0].path)
+
+
+def _may_pass_tensor(fn: Dict[str, Any], named: List[str], npos: int, skip: int, call: List[Any]) -> Set[str]:
+    """The parameters of `fn` (as `Hotness.host_parameters` names them) that `call` may pass
+    something other than a Python value: what it passes there is not known to be one (`C_HOST`),
+    or an unpacked sequence or mapping may fill them."""
+    args, kws = call[C_ARGS], call[C_KWS]
+    host = set(call[C_HOST]) if len(call) > C_HOST else set()
+    star, dstar = "*" in kws, "**" in kws
+    may: Set[str] = set()
+    positional = named[skip:npos]
+    for j, name in enumerate(positional):
+        if name in kws:
+            if name not in host:
+                may.add(name)
+        elif star or (j >= len(args) and dstar) or (j < len(args) and j not in host):
+            may.add(name)
+    for name in named[npos:]:  # keyword-only
+        if (name in kws and name not in host) or (name not in kws and dstar):
+            may.add(name)
+    vararg = next((q for q in fn["params"] if q.startswith("*")), None)
+    if vararg is not None and (star or any(j not in host for j in range(len(positional), len(args)))):
+        may.add(vararg)
+    varkw = fn.get("varkw")
+    if varkw and (dstar or any(k not in host for k in kws if k not in named and k not in ("*", "**"))):
+        may.add("**" + varkw)
+    return may
 
 
 def link(files: Sequence[Tuple[str, str, Dict[str, Any]]], config_files: Sequence[str] = ()) -> Dict[str, FileSeeds]:

@@ -110,6 +110,15 @@ class _BindingIndex(cst.CSTVisitor):
             self.backward_names.add((self.scope_of(node), func.value.value))
 
 
+def _param_key(fn: cst.FunctionDef, param: cst.Param) -> str:
+    """A parameter as the program names it: "x", "*args", "**kwargs"."""
+    if param is fn.params.star_kwarg:
+        return "**" + param.name.value
+    if param is fn.params.star_arg:
+        return "*" + param.name.value
+    return param.name.value
+
+
 _CACHE: "weakref.WeakKeyDictionary[FileContext, Flow]" = weakref.WeakKeyDictionary()
 
 
@@ -191,6 +200,9 @@ _NOT_TENSOR_FUNCS = {
     "set_num_threads", "get_num_threads", "typename", "is_storage", "result_type", "promote_types",
     "can_cast", "broadcast_shapes", "equal", "allclose", "is_same_size",
 }
+#: torch functions that make a tensor of host data: on the CPU unless given `device=` (or, for
+#: `as_tensor`, a tensor that already is elsewhere).
+_FROM_HOST = frozenset({"from_numpy", "as_tensor", "asarray"})
 #: torch factories: a CPU tensor unless given `device=`.
 FACTORIES = {
     "zeros", "ones", "empty", "full", "arange", "eye", "tensor", "linspace", "logspace",
@@ -326,6 +338,52 @@ class Flow:
             if b.kind == "param" or self._covers(b.site, name):
                 break
         return found
+
+    def parameter_source(self, name: cst.Name) -> Optional[Tuple[cst.FunctionDef, str]]:
+        """The parameter whose value `name` holds here, unchanged: the parameter itself, or one
+        of the values of `**kwargs` / `*args` taken by the loop that binds it (`for k, v in
+        kwargs.items()`, `for v in kwargs.values()`, `for v in args`). Returns the function and
+        the parameter as written ("x", "*args", "**kwargs"); None when another binding may reach
+        the use (also one from a later iteration of a loop around it)."""
+        reaching = self.reaching(name)
+        if len(reaching) != 1 or reaching[0].kind not in ("param", "for"):
+            return None
+        b = reaching[0]
+        if b.kind == "param":
+            source = (b.function, _param_key(b.function, b.param)) if b.function is not None and b.param is not None else None
+        else:
+            it, path = b.value, b.path
+            star = None
+            if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and not it.args:
+                if (it.func.attr.value, path) in (("items", (1,)), ("values", ())):
+                    star, it = "**", it.func.value
+            elif not path:
+                star = "*"
+            source = self._star_parameter(it, star) if star is not None and isinstance(it, cst.Name) else None
+        if source is None:
+            return None
+        # a later binding in a loop around the use (inside the binding loop, for a loop
+        # variable) reaches it on the next iteration
+        loops = []
+        for a in self.facts.ancestors(name):
+            if a is source[0] or a is b.site:
+                break
+            if isinstance(a, (cst.For, cst.While)):
+                loops.append(a)
+        for other in self.bindings(name):
+            if other is not b and any(self._contains(loop, other.site) for loop in loops):
+                return None
+        return source
+
+    def _star_parameter(self, expr: cst.Name, star: str) -> Optional[Tuple[cst.FunctionDef, str]]:
+        reaching = self.reaching(expr)
+        if len(reaching) != 1 or reaching[0].kind != "param":
+            return None
+        b = reaching[0]
+        if b.function is None or b.param is None:
+            return None
+        key = _param_key(b.function, b.param)
+        return (b.function, key) if key.startswith(star) and not key.startswith(star + "*") else None
 
     def _covers(self, site: cst.CSTNode, use: cst.CSTNode) -> bool:
         """The statement block that holds `site` also holds `use` (so `site` ran before it)."""
@@ -722,6 +780,8 @@ class Flow:
                     short = q.split(".", 1)[1]
                     if short in _NOT_TENSOR_FUNCS or short.startswith(("is_", "get_", "set_")):
                         return False
+                    if short in ("as_tensor", "asarray") and self._host_torch_call(expr, q, depth):
+                        return False  # host data made a tensor, on the CPU
                     if short in FACTORIES or short in RANDOM_FACTORIES:
                         if any(a.keyword is not None and a.keyword.value == "device" for a in expr.args):
                             return True
@@ -885,18 +945,17 @@ class Flow:
                 )
             if isinstance(func, cst.Attribute) and func.attr.value in ("item", "tolist", "numpy", "cpu"):
                 return True
-            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call) and self.is_host_value(func.value, depth + 1):
-                return True  # `np.ceil(x).astype(int)`: a method of a host value
+            if isinstance(func, cst.Attribute) and not self._may_move(expr) and (
+                (isinstance(func.value, cst.Call) and self.is_host_value(func.value, depth + 1))
+                or self.is_host_array(func.value, depth + 1)
+            ):
+                return True  # `np.ceil(x).astype(int)`, `m.eq(i).sum()`: a method of a host value
             q = self.ctx.qualname(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
             if q is not None and (q.startswith(("numpy.", "math.", "time.", "random.")) or q == "numpy"):
                 return True
-            if q is not None and q.startswith("torch.") and q.count(".") == 1:
-                short = q.split(".", 1)[1]
-                if short in FACTORIES or short in RANDOM_FACTORIES or short == "from_numpy":
-                    if any(a.keyword is not None and a.keyword.value == "device" for a in expr.args):
-                        return False
-                    return not short.endswith("_like") or (bool(expr.args) and self.is_host_value(expr.args[0].value, depth + 1))
-            return False
+            return self._host_torch_call(expr, q, depth)
+        if isinstance(expr, cst.Subscript):
+            return self.is_host_array(expr.value, depth + 1)  # an element of a CPU tensor
         if isinstance(expr, cst.BinaryOperation):
             return self.is_host_value(expr.left, depth + 1) and self.is_host_value(expr.right, depth + 1)
         if isinstance(expr, cst.UnaryOperation):
@@ -915,6 +974,57 @@ class Flow:
                     return True
             return False
         return False
+
+    def is_host_array(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> bool:
+        """A CPU tensor or a numpy array, whose methods and elements are host values too:
+        `torch.from_numpy(a)`, a torch factory without `device=`, `torch.as_tensor(a)` of a host
+        value, `t.cpu()`, `t.numpy()`, a numpy call, a method of one of these that does not move
+        it (`m.eq(i).sum()`, not `m.cuda()`), an element of one, and a name every binding of
+        which that reaches the use is one (`m = torch.from_numpy(rgb2id(img))` after `m` was
+        a device tensor: the later binding counts)."""
+        if expr is None or depth > 8:
+            return False
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            if self._may_move(expr):
+                return False
+            if isinstance(func, cst.Attribute) and (func.attr.value in ("cpu", "numpy") or self.is_host_array(func.value, depth + 1)):
+                return True
+            q = self.ctx.qualname(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+            if q is not None and (q.startswith("numpy.") or q == "numpy"):
+                return True
+            return self._host_torch_call(expr, q, depth)
+        if isinstance(expr, cst.Subscript):
+            return self.is_host_array(expr.value, depth + 1)
+        if isinstance(expr, cst.Name):
+            reaching = self.reaching(expr)
+            return bool(reaching) and all(r.kind == "assign" and self.is_host_array(self.value_at(r), depth + 1) for r in reaching)
+        return False
+
+    def _host_torch_call(self, call: cst.Call, q: Optional[str], depth: int) -> bool:
+        """`torch.zeros(n)`, `torch.from_numpy(a)`, `torch.as_tensor(a)` of a host value,
+        `torch.zeros_like(t)` of a CPU tensor, without `device=`: a CPU tensor."""
+        if q is None or not q.startswith("torch.") or q.count(".") != 1:
+            return False
+        short = q.split(".", 1)[1]
+        if short not in FACTORIES and short not in RANDOM_FACTORIES and short not in _FROM_HOST:
+            return False
+        if self._may_move(call):
+            return False
+        if short.endswith("_like") or short in ("as_tensor", "asarray"):
+            return bool(call.args) and not call.args[0].star and self.is_host_value(call.args[0].value, depth + 1)
+        return True
+
+    def _may_move(self, call: cst.Call) -> bool:
+        """A call whose result may be on a device: `.cuda()`, `.to(x)` that is not a dtype cast
+        or a move to the CPU, `.type(...)`, anything given a `device=` other than the CPU."""
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("cuda", "type") and (func.attr.value == "cuda" or call.args):
+            return True
+        if isinstance(func, cst.Attribute) and func.attr.value == "to":
+            move = self.parse_move(call)
+            return move is None or move.kind not in (CPU, DTYPE)
+        return any(a.keyword is not None and a.keyword.value == "device" and self.device_kind(a.value) != CPU for a in call.args)
 
     def backward_called_on(self, name: cst.Name) -> bool:
         for scope in self._scopes(name, name.value):

@@ -351,6 +351,14 @@ class TorchFacts:
             return False
         return name in self.seeds.project.get("scalars", {}).get(str(self._function_ordinal.get(fn, -1)), ())
 
+    def host_parameter(self, fn: cst.FunctionDef, name: str) -> bool:
+        """Every call site that runs `fn` on each training step or evaluation batch (the whole
+        program) passes a Python value to this parameter, or leaves it to its default (`name`:
+        "x", "*args" or "**kwargs" as written; `Hotness.host_parameters`)."""
+        if self.seeds is None:
+            return False
+        return name in self.seeds.project.get("host_params", {}).get(str(self._function_ordinal.get(fn, -1)), ())
+
     def program_hot(self, fn: cst.FunctionDef, kind: str) -> bool:
         """Whether the whole program runs `fn` in this way (`step`, `sample`, `eval`, `epoch`)
         from a call that runs every time (the program follows only such calls)."""

@@ -56,6 +56,14 @@ class HostSyncInTrainingStep(Rule):
     step: counter equality, time-based logging, anomaly handlers, `except` blocks) are not flagged;
     reads in an evaluation loop are reported with low impact.
 
+    A read under a type test in a helper (`if isinstance(v, torch.Tensor): v = v.item()`, also
+    `torch.is_tensor(v)`, `x.item() if isinstance(x, torch.Tensor) else x`), where `v` is a
+    parameter or a value of its `**kwargs` / `*args`, is flagged only when some call site that
+    runs the helper every step or evaluation batch may pass a tensor there (the whole program
+    is asked): a metric logger's `update(loss=loss.item(), lr=optimizer.param_groups[0]["lr"])`
+    never takes the branch, `update(**loss_dict)` does. Anything else passed (a name whose
+    value is not known to be a Python number) counts as a possible tensor.
+
     ## Why is this slow?
     CUDA runs asynchronously: the host queues kernels and moves on. Reading a value on the host
     makes it wait until every queued kernel has finished, so the GPU idles while the host prepares
@@ -93,8 +101,10 @@ class HostSyncInTrainingStep(Rule):
     ## Fix safety
     No automatic fix (display-only): where to accumulate and how often to read depends on what
     the value is used for (logging, early stopping, a scheduler). Values that are already Python
-    numbers (`loss_value = loss.item()` read again, `int(args.steps)`) and CPU-only scripts are not
-    flagged.
+    numbers (`loss_value = loss.item()` read again, `int(args.steps)`), CPU tensors
+    (`m = torch.from_numpy(a)`, `torch.as_tensor(np_array)`, `t.cpu()`, and what their methods
+    give: `m.eq(i).sum().item()`, unless moved with `.to(device)` / `.cuda()`) and CPU-only
+    scripts are not flagged.
 
     ## References
     - PyTorch performance tuning guide, "Avoid unnecessary CPU-GPU synchronization"
@@ -344,6 +354,8 @@ class HostSyncInTrainingStep(Rule):
     def _sync(self, node: cst.CSTNode, what: str) -> None:
         if node in self._reported or not self.ctx.may_use_gpu:
             return
+        if self._tensor_branch_never_runs(node):
+            return
         where = self._context(node)
         if where is None:
             return
@@ -364,6 +376,52 @@ class HostSyncInTrainingStep(Rule):
             if level == HIGH
             else self.impact.with_level(level, "GPU; once per evaluation batch" if level == LOW else None),
         )
+
+    def _tensor_branch_never_runs(self, node: cst.CSTNode) -> bool:
+        """`if isinstance(v, torch.Tensor): v = v.item()` in a helper (a metric logger's
+        `update(**kwargs)`) where `v` is a parameter, or a value of its `**kwargs` / `*args`, to
+        which no call site that runs the helper every step or evaluation batch may pass a tensor
+        (the whole program: `TorchFacts.host_parameter`): the branch does not run there."""
+        facts = self.ctx.torch
+        fn = facts.enclosing_function(node)
+        if fn is None:
+            return False
+        child: cst.CSTNode = node
+        for a in facts.ancestors(node):
+            if a is fn:
+                break
+            subject = None
+            if isinstance(a, (cst.If, cst.IfExp)) and child is a.body:
+                subject = self._tensor_test(a.test, True)
+            elif isinstance(a, (cst.If, cst.IfExp)) and child is a.orelse and not isinstance(child, cst.If):
+                subject = self._tensor_test(a.test, False)  # `if not isinstance(v, torch.Tensor): ... else:`
+            if subject is not None:
+                source = self.flow.parameter_source(subject)
+                if source is not None and source[0] is fn and facts.host_parameter(fn, source[1]):
+                    return True
+            child = a
+        return False
+
+    def _tensor_test(self, test: cst.BaseExpression, taken: bool) -> Optional[cst.Name]:
+        """The name `test` checks for being a tensor, when the branch runs only if it is one
+        (`taken`: the body of `if test`; else its `else`): `isinstance(v, torch.Tensor)` (or a
+        tuple of types with `torch.Tensor`), `torch.is_tensor(v)`, in an `and`, or negated."""
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            return self._tensor_test(test.expression, not taken)
+        if isinstance(test, cst.BooleanOperation):
+            if taken and isinstance(test.operator, cst.And):
+                return self._tensor_test(test.left, True) or self._tensor_test(test.right, True)
+            return None
+        if not taken or not isinstance(test, cst.Call) or any(a.star or a.keyword is not None for a in test.args):
+            return None
+        args = [a.value for a in test.args]
+        if isinstance(test.func, cst.Name) and test.func.value == "isinstance" and len(args) == 2:
+            types = [e.value for e in args[1].elements] if isinstance(args[1], cst.Tuple) else [args[1]]
+            if not any(isinstance(t, (cst.Name, cst.Attribute)) and self.ctx.qualname(t) == "torch.Tensor" for t in types):
+                return None
+        elif not (self.ctx.matches(test.func, "torch.is_tensor") and len(args) == 1):
+            return None
+        return args[0] if isinstance(args[0], cst.Name) else None
 
     # -- where it runs ------------------------------------------------------------------------
     def _context(self, node: cst.CSTNode) -> Optional[Tuple[int, str]]:
