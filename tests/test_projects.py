@@ -1,7 +1,8 @@
 """Multi-file fixture projects (`fixtures/projects/<scenario>/`), checked as a whole.
 
 Each project is checked the way `speedlint check .` checks it (every rule, preview included, no
-config file, no cache). The findings must be exactly the `# expect: CODE` markers in its files,
+config file, no cache; the torch version a `requirements.txt` of the project declares is its
+target, as `check` reads it). The findings must be exactly the `# expect: CODE` markers in its files,
 wherever they sit: the whole-program analysis follows the training step into other modules, and
 a finding sits where the cost occurs. Each project also holds code that must not fire (marked
 with a `# must not fire` comment): a new project needs no new test code.
@@ -28,6 +29,7 @@ import pytest
 
 from conftest import FIXTURES
 from fixture_support import EXPECT
+from speedlint.analyzer.config import declared_torch_range
 from speedlint.analyzer.runner import Overrides, SettingsResolver, check_paths
 
 PROJECTS = sorted(p for p in (FIXTURES / "projects").iterdir() if p.is_dir())
@@ -65,7 +67,8 @@ def _expected(project: Path) -> Set[Tuple[str, int, str]]:
 
 def _check(project: Path, monkeypatch, use_cache: bool = False, jobs: int = 1):
     monkeypatch.chdir(project)
-    resolver = SettingsResolver(Overrides(select=("ALL",), preview=True), isolated=True)
+    target, _ = declared_torch_range(project)
+    resolver = SettingsResolver(Overrides(select=("ALL",), preview=True, target_torch_version=target), isolated=True)
     return check_paths(["."], resolver, use_cache=use_cache, jobs=jobs)
 
 

@@ -172,6 +172,66 @@ def test_gan_with_two_optimizers_is_one_step():
     assert len(ctx.torch.step_loops) == 1
 
 
+def test_a_loop_that_runs_whole_training_runs_is_not_an_epoch_loop():
+    ctx = ctx_for(
+        """
+        def train(hyp):
+            opt.zero_grad()
+            for epoch in range(hyp.epochs):
+                for x, y in loader:
+                    loss_fn(model(x), y).backward()
+                    opt.step()
+            cleanup()
+
+        def evolve(n):
+            for generation in range(n):
+                train(mutate(hyp))
+        """
+    )
+    facts = ctx.torch
+    (run,) = facts.run_loops
+    assert ctx.code(run.target) == "generation"
+    (epoch,) = facts.epoch_loops
+    assert ctx.code(epoch.target) == "epoch"
+    assert facts.epoch_of(one_call(ctx, "cleanup")) is None  # once per run
+    assert {fn.name.value for fn in facts.epoch_functions} == set()
+    assert facts.between_steps(one_call(ctx, "zero_grad")).name.value == "train"  # once per run
+
+
+def test_between_steps_and_a_level_that_runs_its_own_backward():
+    ctx = ctx_for(
+        """
+        def train_one_epoch():
+            opt.zero_grad()
+            for x, y in loader:
+                loss_fn(model(x), y).backward()
+                opt.step()
+                opt.zero_grad()
+
+        def fit(epochs):
+            for epoch in range(epochs):
+                train_one_epoch()
+
+        for step in range(total_steps):
+            q_opt.zero_grad()
+            q_loss().backward()
+            q_opt.step()
+            for _ in range(2):
+                actor_opt.zero_grad()
+                actor_loss().backward()
+                actor_opt.step()
+        """
+    )
+    facts = ctx.torch
+    assert not facts.run_loops  # `train_one_epoch()` has no epoch loop of its own
+    first, per_step = calls_named(ctx, "opt.zero_grad")[:2]
+    assert facts.between_steps(first).name.value == "train_one_epoch"
+    assert facts.between_steps(per_step) is None
+    # the outer loop holds a step loop, but runs a backward of its own: a step too
+    assert facts.between_steps(one_call(ctx, "q_opt.zero_grad")) is None
+    assert facts.between_steps(one_call(ctx, "actor_opt.zero_grad")) is None
+
+
 def test_loop_without_backward_is_not_a_step():
     ctx = ctx_for("for x in loader:\n    y = model(x)\n    opt.step()\n")
     assert not ctx.torch.step_loops

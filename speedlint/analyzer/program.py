@@ -16,7 +16,9 @@ Real training projects split the step across modules (the loop in `train.py`, th
    every call site) and return values. Calls resolve through them: `obj(...)` runs `forward` (or
    `__call__`), `obj.meth()` the method found along the bases, `Cls(...)` its `__init__`.
 3. **Hotness**: roots are training-step loops (a loop that reaches `backward()` and an optimizer
-   step through anything it calls), epoch loops around them, evaluation loops and per-sample
+   step through anything it calls), epoch loops around them (not a loop that runs a whole
+   training run, i.e. a function with its own epoch loop: that loop goes over runs, and the
+   run's code outside its loops is cold), evaluation loops and per-sample
    entry points (`__getitem__`, an `IterableDataset`'s `__iter__`, `collate_fn`s). Hotness flows
    along the call graph from the roots through calls that run every time (not behind
    `if step % N == 0`, not in an exception handler), keeping the shortest chain of call sites
@@ -1850,10 +1852,25 @@ class Hotness:
         step = "s" in direct or any(self.reaches(c, "step") for c in callees)
         return backward and step
 
+    def _runs_backward_itself(self, mid: int, fid: Optional[int], loop: int) -> bool:
+        """Loop `loop` runs a backward at its own level (not only in the loops inside it): a
+        direct `backward()`, or a call of a function holding no training-step loop that reaches
+        one. Such a loop is a training step too (a GAN's generator update around the critic's
+        inner loop), not an epoch loop."""
+        body = self._body(mid, fid)
+        if "b" in body["loops"][loop].get("direct", ()):
+            return True
+        calls = body["calls"]
+        return any(
+            calls[ci][C_LOOP] == loop and self.reaches(c, "backward") and not self._has_step_loop(c)
+            for ci, c in self._edges(mid, fid)
+        )
+
     def _roots(self) -> None:
         p = self.p
         queue: deque = deque()
         units: List[Tuple[int, Optional[int]]] = [(m.id, None) for m in p.modules] + [(mid, fid) for fid, (mid, _) in enumerate(p.functions)]
+        epoch_loops: List[Tuple[int, Optional[int], int]] = []
         for mid, fid in units:
             body = self._body(mid, fid)
             loops = body["loops"]
@@ -1865,16 +1882,34 @@ class Hotness:
             for i in cands:
                 inner = self._loops_within(body, i) - {i}
                 if inner & cand_set:
-                    continue  # an epoch loop: a smaller loop inside is the step
+                    epoch_loops.append((mid, fid, i))  # a smaller loop inside is the step
+                    continue
                 calls = set(self._loop_calls(body, i))
                 if any(self._has_step_loop(c) for ci, c in edges if ci in calls):
-                    continue  # the step loop is in a callee: this one runs per epoch
+                    epoch_loops.append((mid, fid, i))  # the step loop is in a callee
+                    continue
                 self.step_loops.add((mid, fid, i))
                 self._seed_loop(queue, mid, fid, i, STEP)
+        # A function with an epoch loop of its own is a whole training run (its code outside its
+        # loops runs once per run): a loop that calls it, or anything that runs it, is a loop over
+        # runs (hyper-parameter evolution, a sweep, repeated experiments), not over epochs.
+        self._run_holders = self._reaching(
+            fid for mid, fid, i in epoch_loops if fid is not None and not self._runs_backward_itself(mid, fid, i)
+        )
+        trains = self.step_loops | set(epoch_loops)
+        for mid, fid, i in epoch_loops:
+            body = self._body(mid, fid)
+            calls = set(self._loop_calls(body, i))
+            if any(c in self._run_holders for ci, c in self._edges(mid, fid) if ci in calls):
+                continue  # a loop over training runs: nothing in it runs once per epoch
+            self._seed_loop(queue, mid, fid, i, EPOCH, exclude_steps=True)
+        for mid, fid in units:
+            body = self._body(mid, fid)
+            loops = body["loops"]
+            if not loops:
+                continue
             for i in range(len(loops)):
-                if i in cand_set:
-                    if (mid, fid, i) not in self.step_loops:
-                        self._seed_loop(queue, mid, fid, i, EPOCH, exclude_steps=True)
+                if (mid, fid, i) in trains:
                     continue
                 if fid is not None and self._is_eval_loop(mid, fid, i):
                     parent = loops[i]["parent"]

@@ -8,6 +8,9 @@ From that:
   same module that it calls (transitively), runs a `backward()` and an optimizer step
   (`opt.step()`, `scaler.step(opt)`), and that contains no smaller such loop;
 * an **epoch loop** contains a training-step loop (lexically or through calls);
+* a function with an epoch loop of its own (that runs no backward at its own level) is a whole
+  **training run**; a loop that runs one is a **loop over runs** (`run_loops`: hyper-parameter
+  evolution, sweeps), not an epoch loop;
 * **step functions** run once per step (called from a step loop's body), **epoch functions** once
   per epoch;
 * an **eval loop** is a loop with no backward inside `no_grad`/`inference_mode`, after
@@ -204,6 +207,8 @@ class TorchFacts:
         self._memo: Dict[Tuple[str, cst.CSTNode], bool] = {}
         self.step_loops: Set[Loop] = set()
         self.epoch_loops: Set[Loop] = set()
+        #: loops over whole training runs: each iteration runs a function with its own epoch loop
+        self.run_loops: Set[Loop] = set()
         self._classify()
 
     # -- call classification ---------------------------------------------------------------
@@ -312,6 +317,32 @@ class TorchFacts:
             todo.extend(self.units[fn].callees)
         return seen
 
+    def runs_backward_itself(self, unit: Unit) -> bool:
+        """`unit` (a loop or a function) runs a backward at its own level, not only in the loops
+        inside it: a direct `backward()`, or a call of a same-file function that reaches one and
+        holds no training loop. Such a unit is (part of) a training step, even around an inner
+        step loop (a GAN's generator update around the critic's loop)."""
+        info = self.units[unit]
+        inner = {id(c) for loop in info.inner_loops for c in self.units[loop].calls}
+        for call in info.calls:
+            if id(call) in inner:
+                continue
+            if self._is_backward(call):
+                return True
+            for fn in self.resolve_call(call, info):
+                if self.reaches_backward(fn) and not self._holds_training_loop(fn):
+                    return True
+        return False
+
+    def _holds_training_loop(self, fn: cst.FunctionDef) -> bool:
+        """`fn`, or a same-file function it runs, holds a training-step or epoch loop (or a loop
+        over runs: the loops that were epoch loops before the runs were told apart)."""
+        key = ("holds", fn)
+        if key not in self._memo:
+            trains = self.step_loops | self.epoch_loops | self.run_loops
+            self._memo[key] = any(loop in trains for f in {fn} | self.callees_closure([fn]) for loop in self.units[f].inner_loops)
+        return self._memo[key]
+
     def inner_loops(self, loop: Loop) -> Set[Loop]:
         """Loops run inside `loop`'s body: nested lexically or in functions it calls."""
         result: Set[Loop] = set(self.units[loop].inner_loops)
@@ -397,6 +428,16 @@ class TorchFacts:
         for loop in self.loops:
             if loop not in self.step_loops and self.inner_loops(loop) & self.step_loops:
                 self.epoch_loops.add(loop)
+        # A function with an epoch loop of its own is a whole training run: a loop that runs one
+        # (hyper-parameter evolution, a sweep, repeated experiments) loops over runs, not epochs,
+        # and the run's code outside its own loops runs once per run
+        runs = {
+            self.units[loop].function for loop in self.epoch_loops
+            if self.units[loop].function is not None and not self.runs_backward_itself(loop)
+        }
+        if runs:
+            self.run_loops = {loop for loop in self.epoch_loops if self.callees_closure([loop]) & runs}
+            self.epoch_loops -= self.run_loops
         local_steps = self.callees_closure(self.step_loops)
         seeded_steps = self._seeded("step")
         self.step_functions: Set[cst.FunctionDef] = local_steps | seeded_steps | self.callees_closure(seeded_steps)
@@ -594,6 +635,20 @@ class TorchFacts:
                 return unit
             if isinstance(unit, cst.FunctionDef):
                 return None
+        return None
+
+    def between_steps(self, node: cst.CSTNode) -> Optional[Unit]:
+        """The epoch loop, per-epoch function, loop over runs or training function whose own
+        level runs `node` outside every training step (once per epoch or once per run), when that
+        level runs no backward itself; None otherwise (in a step, or not known)."""
+        if self.in_training_step(node):
+            return None
+        for unit in self._body_ancestors(node):  # the innermost only
+            if isinstance(unit, cst.FunctionDef):
+                training = unit in self.epoch_functions or self._holds_training_loop(unit)
+            else:
+                training = unit in self.epoch_loops or unit in self.run_loops
+            return unit if training and not self.runs_backward_itself(unit) else None
         return None
 
     def eval_loop_of(self, node: cst.CSTNode) -> Optional[Loop]:

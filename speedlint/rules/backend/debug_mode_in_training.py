@@ -208,7 +208,7 @@ class DebugModeInTraining(Rule):
             return "around the training step"
         if body is not None:
             loops = [n for n in self._nodes_in(body) if isinstance(n, (cst.For, cst.While))]
-            if any(l in facts.step_loops or l in facts.epoch_loops for l in loops):
+            if any(l in facts.step_loops or l in facts.epoch_loops or l in facts.run_loops for l in loops):
                 return "around the training loop"
             if any(facts.reaches_backward(fn2) and facts.reaches_step(fn2) for c in self._calls_in(body) for fn2 in facts.resolve_call(c)):
                 return "around the training run"

@@ -17,7 +17,9 @@ class DataLoaderBuiltInLoop(Rule):
     Flags `DataLoader(...)` constructed inside the epoch loop, inside a function called once per
     epoch (such as `train_one_epoch()` building its own loader), or once per training step. A loader
     whose dataset or settings are rebuilt in the loop on purpose (its arguments read a variable set
-    inside the loop, such as a per-epoch curriculum subset) is not flagged.
+    inside the loop, such as a per-epoch curriculum subset) is not flagged. Nor is a loader built
+    once per training run: a loop that calls a function with its own epoch loop (hyper-parameter
+    evolution, a sweep) loops over runs, not epochs.
 
     ## Why is this slow?
     Each new loader starts new worker processes, pickles or forks the dataset into each of them,

@@ -76,7 +76,12 @@ class EmptyCacheInLoop(Rule):
 
     Not flagged: calls in `except` blocks (out-of-memory recovery), calls guarded by a periodic
     test (`if step % 500 == 0`), by a memory-pressure test (`torch.cuda.memory_reserved() > ...`) or
-    by an out-of-memory flag, once per epoch or after validation, and top-level script code.
+    by an out-of-memory flag, once per epoch or after validation, and top-level script code. Nor
+    one-off cleanup of a whole training run: a function with its own epoch loop (around the step
+    loop, or around a one-epoch function) is a run, and a loop that calls it (hyper-parameter
+    evolution, a sweep, repeated experiments, also from another module) loops over runs, not
+    epochs: the run's code outside its own loops, and what it calls from there (start-up batch
+    size probing), runs once per run.
 
     ## References
     - PyTorch docs, CUDA semantics: "Memory management" (the caching allocator and `empty_cache`)

@@ -28,6 +28,12 @@ class ZeroGradWithoutSetToNone(Rule):
     unknown. Receivers are optimizers and modules: a bare call on an object this file cannot show
     to be one is not flagged.
 
+    Either form is left alone outside the training step: in the epoch loop before the step loop
+    (the first zero of a gradient-accumulation loop), at the top of a one-epoch function, or before
+    the epoch loop. It zero-fills once per epoch or once per run, which costs nothing measurable;
+    the `zero_grad()` of the step itself is the one reported. A loop level that runs a backward of
+    its own (an outer update around an inner step loop) is a step too, and is checked.
+
     ## Why is this slow?
     With `set_to_none=False` every step writes zeros into every gradient tensor (one memset kernel
     per parameter, reading nothing but writing the size of the model), and the next `backward()`
@@ -97,6 +103,8 @@ class ZeroGradWithoutSetToNone(Rule):
             return  # the value arrives through *args / **kwargs: unknowable
         if isinstance(func.value, cst.Call) and dotted(func.value.func) == "super":
             return  # a wrapper forwarding to its base class
+        if self.ctx.torch.between_steps(node) is not None:
+            return  # once per epoch or per run, outside the step: a negligible zero-fill
         arg = keyword_arg(node, "set_to_none")
         positional = [a for a in node.args if a.keyword is None]
         if arg is None and positional:

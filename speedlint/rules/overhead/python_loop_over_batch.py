@@ -209,7 +209,7 @@ class PythonLoopOverBatch(Rule):
     # -- context ---------------------------------------------------------------------------
     def _context(self, loop: cst.CSTNode) -> Optional[Tuple[str, Impact]]:
         facts = self.ctx.torch
-        if loop in facts.step_loops or loop in facts.epoch_loops or loop in facts.eval_loops:
+        if loop in facts.step_loops or loop in facts.epoch_loops or loop in facts.run_loops or loop in facts.eval_loops:
             return None  # the training / evaluation loop itself (e.g. per-sample SGD), not a batch loop
         if facts.sample_function_of(loop) is not None:
             return None  # dataset and collate code: per sample by design
