@@ -22,14 +22,19 @@ PATHS = rule_fixture_paths(FIXTURES)
 IDS = [p.stem for p in PATHS]
 
 
+def _seeds(fixture, text=None):
+    """What the whole-program phase over the one file says about it (`speedlint check FILE`)."""
+    text = fixture.text if text is None else text
+    return link([(str(fixture.path.resolve()), str(fixture.path), summarize(text))]).get(str(fixture.path))
+
+
 def _lint(fixture, text=None):
     """The fixture checked as `speedlint check FILE` checks it: the whole-program phase over the
     one file first (its seeds), then the rules."""
     settings = fixture.settings()
     rules = select_rules(settings.select)
     text = fixture.text if text is None else text
-    seeds = link([(str(fixture.path.resolve()), str(fixture.path), summarize(text))]).get(str(fixture.path))
-    return analyze_text(text, str(fixture.path), rules, settings, seeds=seeds)
+    return analyze_text(text, str(fixture.path), rules, settings, seeds=_seeds(fixture, text))
 
 
 @pytest.mark.parametrize("path", PATHS, ids=IDS)
@@ -82,7 +87,7 @@ def test_fixed_output_matches_golden(path, update_goldens):
         assert not fixture.golden.exists(), "golden for a fixture with nothing to fix"
         return
     settings = fixture.settings()
-    outcome = fix_text(fixture.text, str(path), select_rules(settings.select), settings, unsafe=True)
+    outcome = fix_text(fixture.text, str(path), select_rules(settings.select), settings, unsafe=True, seeds=_seeds(fixture))
     assert not [d for d in outcome.diagnostics if d.kind != "warning"], outcome.diagnostics
     if update_goldens:
         fixture.golden.write_text(outcome.fixed, encoding="utf-8")

@@ -208,3 +208,35 @@ def test_the_program_names_the_parameters_no_hot_call_site_passes_a_tensor(tmp_p
     files = [(str(tmp_path / name), name, summarize(text)) for name, text in (("helpers.py", HELPERS), ("train.py", LOOP))]
     seeds = link(files)["helpers.py"]
     assert seeds.project["host_params"] == {"0": ["**kwargs"], "1": ["n"]}
+# -- in-memory dataset classes (SPD101) ------------------------------------------------------------
+_DATASETS = {
+    "list_built_at_start_up": ("self.data = [(torch.rand(20), torch.rand(1)) for _ in range(size)]", "return self.data[i]", True),
+    "tensors_passed_in": ("self.x = x\n        self.y = y", "return self.x[i], self.y[i].long()", True),
+    "array_loaded_whole": ("self.x = np.load(path)", "return torch.from_numpy(self.x[i]).float()", True),
+    "token_block": ("self.data = torch.tensor(x)\n        self.block = 64", "chunk = self.data[i:i + self.block + 1]\n        return chunk[:-1], chunk[1:]", True),
+    "image_opened": ("self.paths = paths", "return Image.open(self.paths[i])", False),
+    "transform_called": ("self.x = x\n        self.transform = transform", "return self.transform(self.x[i])", False),
+    "another_dataset_wrapped": ("self.dataset = dataset", "return self.dataset[i], i", False),
+    "hdf5_file": ('self.x = h5py.File(path, "r")["x"]', "return self.x[i]", False),
+    "memory_map": ('self.x = np.load(path, mmap_mode="r")', "return self.x[i]", False),
+    "library_dataset_held": ("self.images = ImageFolder(path)", "return self.images[i]", False),
+    "attribute_set_elsewhere": ("pass", "return self.data[i]", False),
+    "synthesised_from_the_index": ("pass", "return torch.full((2,), float(i))", False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_DATASETS))
+def test_in_memory_dataset_classes(name):
+    """A class whose `__getitem__` only indexes `self` attributes built in memory (or passed in)
+    is recorded by its line; loading, a transform, a wrapped dataset or storage read per index is not."""
+    init, getitem, in_memory = _DATASETS[name]
+    text = (
+        "class Data(Dataset):\n"
+        "    def __init__(self, x=None, y=None, path=None, paths=None, dataset=None, transform=None):\n"
+        f"        {init}\n\n"
+        "    def __getitem__(self, i):\n"
+        f"        {getitem}\n"
+    )
+    summary = summarize(text)
+    found = (summary.get("loaders") or {}).get("in_memory_classes", {})
+    assert (found.get("1") is not None) is in_memory, found

@@ -5,13 +5,16 @@ Added to the seeds of `speedlint.analyzer.program.link`, next to what the progra
 * `loader_classes`: names a module imports that are project subclasses of a data loader defined
   in another module (`from data.samplers import BucketLoader`): calls of them build loaders;
 * `in_memory`: the parameters (per function ordinal) that every call site in the project gives an
-  in-memory dataset (`TensorDataset(...)` built in `data.py` and passed in), and the call lines
-  whose callee returns one: no worker processes needed for those (SPD101);
+  in-memory dataset (`TensorDataset(...)` built in `data.py` and passed in, an instance of an
+  in-memory dataset class, an element of a tuple a helper returns), the call lines whose callee
+  returns one, and the names the module calls in-memory dataset classes by (`classes`): no
+  worker processes needed for those (SPD101);
 * `distributed`: some module of the project runs one process per GPU (DDP, torchrun), for SPD107;
 * `configs` / `config_problems`: config objects and the files they read (`configs.flow`).
 
 Per-file facts come from `loader_summary` (part of each file's summary): functions that return
-an in-memory dataset, and whether the file starts distributed training.
+an in-memory dataset, dataset classes whose `__getitem__` only indexes data held in memory,
+and whether the file starts distributed training.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ _IN_MEMORY_CALLS = frozenset({"TensorDataset", "StackDataset"})
 
 
 def loader_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
-    """Per file: `in_memory` (def lines of functions returning an in-memory dataset), `yields`
+    """Per file: `in_memory` (def lines of functions returning an in-memory dataset),
+    `in_memory_classes` (class line -> the attributes its `__getitem__` indexes), `yields`
     (generators that yield what they iterate), `moves` (parameters a function copies to the GPU),
     `distributed` (it starts one process per GPU) and `cpu_count` (it reads the CPU count)."""
     out: Dict[str, Any] = {}
@@ -41,6 +45,10 @@ def loader_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
         out["distributed"] = True
     if "cpu_count" in text or "sched_getaffinity" in text:
         out["cpu_count"] = True  # a file SPD107 may look at
+    if "__getitem__" in text:
+        classes = _in_memory_classes(tree, text)
+        if classes:
+            out["in_memory_classes"] = classes
     wanted = (".cuda(" in text or ".to(" in text or ".type(" in text, "yield" in text, any(n in text for n in _IN_MEMORY_CALLS))
     if not any(wanted):
         return out or None
@@ -169,6 +177,141 @@ def _generator_wrappers(functions: Functions, text: str) -> Dict[str, int]:
     return out
 
 
+#: Calls a `__getitem__` may make and still only read memory: index arithmetic, tensor conversion
+#: and cheap casts or reshapes of what it indexed.
+_CHEAP_CALLS = frozenset({"int", "float", "len", "min", "max", "abs", "slice", "tensor", "as_tensor", "from_numpy", "asarray", "array"})
+_CHEAP_METHODS = frozenset({"float", "long", "int", "double", "half", "bool", "clone", "squeeze", "unsqueeze", "view", "reshape", "permute", "contiguous", "copy"})
+#: What an attribute that reads from storage on every index is made from (an HDF5 or LMDB file, a
+#: memory map, a file handle, a Hugging Face dataset): indexing it is not an in-memory read.
+_LAZY_STORAGE = re.compile(r"h5py|\.File\(|memmap|mmap|lmdb|zarr|open\(|Reader\(|load_dataset|load_from_disk|tables\.|\.Env\(")
+#: Names of what may be another dataset (indexing it runs its `__getitem__`): a wrapper, not data.
+_DATASET_NAMES = re.compile(r"dataset|(^|_)ds$|^base|wrapped|inner|subset|source", re.I)
+#: Modules whose functions build data in memory (`torch.rand`, `np.stack`, `pd.read_csv(...).values`).
+_DATA_MODULES = frozenset({"torch", "np", "numpy", "pd", "pandas", "math", "random"})
+_DATA_BUILTINS = frozenset({"list", "tuple", "dict", "set", "sorted", "len", "range", "zip", "enumerate", "int", "float", "str", "sum", "min", "max", "map", "reversed"})
+_ARRAY_METHODS = frozenset({
+    "float", "long", "int", "double", "half", "bool", "to", "view", "reshape", "tolist", "astype", "values", "numpy",
+    "copy", "clone", "split", "chunk", "unsqueeze", "squeeze", "permute", "transpose", "contiguous", "items", "keys",
+    "detach", "cpu", "type", "flatten", "append", "extend",
+})
+
+
+def _in_memory_classes(tree: ast.Module, text: str) -> Dict[str, List[str]]:
+    """class line -> the attributes its `__getitem__` reads, for the module-level classes whose
+    `__getitem__` only indexes attributes of `self` (`return self.data[i]`, `return self.x[i],
+    self.y[i]`) that hold data already in memory (built from literals, comprehensions,
+    torch/numpy calls, or passed in): worker processes would only copy it. Loading (`Image.open(self.paths[i])`), a transform (`self.transform(x)`), any
+    other call, an attribute never assigned in the class, one that may be another dataset
+    (`self.dataset[i]`: its `__getitem__` runs) or one read from storage (HDF5, LMDB, a memory
+    map, an open file) rules it out; the program also rules out attributes given an instance of a
+    project class (a dataset wrapped)."""
+    out: Dict[str, List[str]] = {}
+    for cls in tree.body:
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        getitem = next((f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == "__getitem__"), None)
+        if getitem is None or len(getitem.args.args) < 2 or getitem.decorator_list:
+            continue
+        this = getitem.args.args[0].arg
+        names = {a.arg for a in getitem.args.args[1:]}
+        read: Set[str] = set()
+        indexed = any(
+            isinstance(n, ast.Subscript) and isinstance(n.value, ast.Attribute) and isinstance(n.value.value, ast.Name) and n.value.value.id == this
+            for n in ast.walk(getitem)
+        )
+        if indexed and _indexes_only(getitem.body, this, names, read) and _attributes_in_memory(cls, text, read):
+            out[str(cls.lineno)] = sorted(read)
+    return out
+
+
+def _indexes_only(body: List[ast.stmt], this: str, names: Set[str], read: Set[str]) -> bool:
+    """Every statement is a docstring, `pass`, a local assignment or a return of plain reads."""
+    for i, stmt in enumerate(body):
+        if isinstance(stmt, ast.Pass) or (i == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
+            continue
+        if isinstance(stmt, ast.Return):
+            if stmt.value is not None and not _plain_read(stmt.value, this, names, read):
+                return False
+            continue
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            bound = [n for t in targets for n in ast.walk(t)]
+            if not all(isinstance(n, (ast.Name, ast.Tuple, ast.List, ast.Store)) for n in bound) or not _plain_read(stmt.value, this, names, read):
+                return False
+            names |= {n.id for n in bound if isinstance(n, ast.Name)}
+            continue
+        return False
+    return True
+
+
+def _plain_read(node: ast.AST, this: str, names: Set[str], read: Set[str]) -> bool:
+    """Indexing, arithmetic and containers over the index, local names and `self` attributes."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Name):
+        return node.id in names
+    if isinstance(node, ast.Attribute):
+        if isinstance(node.value, ast.Name) and node.value.id == this:
+            read.add(node.attr)
+            return True
+        return _plain_read(node.value, this, names, read)
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Name):
+            ok = func.id in _CHEAP_CALLS
+        elif isinstance(func, ast.Attribute):
+            base = func.value
+            ok = (func.attr in _CHEAP_CALLS and isinstance(base, ast.Name) and base.id in ("torch", "np", "numpy")) or (
+                func.attr in _CHEAP_METHODS and _plain_read(base, this, names, read)
+            )
+        else:
+            ok = False
+        return ok and all(_plain_read(a, this, names, read) for a in node.args) and all(_plain_read(k.value, this, names, read) for k in node.keywords)
+    if isinstance(node, (ast.Subscript, ast.Slice, ast.Tuple, ast.List, ast.Dict, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.IfExp, ast.Starred)):
+        return all(_plain_read(c, this, names, read) for c in ast.iter_child_nodes(node) if not isinstance(c, (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)))
+    return False
+
+
+def _attributes_in_memory(cls: ast.ClassDef, text: str, read: Set[str]) -> bool:
+    """Every attribute `__getitem__` reads is assigned in the class, only ever to data in memory."""
+    values: Dict[str, List[ast.AST]] = {}
+    for node in ast.walk(cls):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(t, ast.Attribute) and t.attr in read:
+                    values.setdefault(t.attr, []).append(node.value)
+    for attr in read:
+        if attr not in values or _DATASET_NAMES.search(attr):
+            return False
+        for value in values[attr]:
+            if _LAZY_STORAGE.search(ast.get_source_segment(text, value) or "") or not _data_value(value):
+                return False
+    return True
+
+
+def _data_value(node: ast.AST) -> bool:
+    """Literals, comprehensions, names not named like a dataset, torch/numpy/pandas calls and
+    array methods: data built in memory."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and _DATASET_NAMES.search(sub.id):
+            return False
+        if not isinstance(sub, ast.Call):
+            continue
+        func = sub.func
+        if isinstance(func, ast.Name):
+            if func.id not in _DATA_BUILTINS:
+                return False
+        elif isinstance(func, ast.Attribute):
+            root = func.value
+            while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
+                root = root.func if isinstance(root, ast.Call) else root.value
+            if not (isinstance(root, ast.Name) and root.id in _DATA_MODULES) and func.attr not in _ARRAY_METHODS:
+                return False
+        else:
+            return False
+    return True
+
+
 def _in_memory_expr(node: ast.AST, local: Dict[str, List[ast.AST]], depth: int) -> bool:
     """`TensorDataset(...)`, `Subset(TensorDataset(...), idx)`."""
     if depth > 4:
@@ -274,23 +417,30 @@ def _distributed(hot: Hotness, seeds: _Seeds) -> None:
 
 
 def _in_memory(hot: Hotness, seeds: _Seeds) -> None:
-    """Parameters every call site gives an in-memory dataset; calls returning one."""
+    """Parameters every call site gives an in-memory dataset; calls returning one; the names of
+    the in-memory dataset classes."""
     p = hot.p
+    classes = _in_memory_class_ids(p)
     returning: Set[int] = set()
     for m in p.modules:
         lines = set((m.summary.get("loaders") or {}).get("in_memory", ()))
         if lines:
             returning |= {fid for fid in m.fids if p.functions[fid][1]["line"] in lines}
-    if not returning:
+    if not returning and not classes:
         return
+    known = _InMemory(p, returning, classes)
     # calls (in any module) whose callee returns an in-memory dataset, by module and line
     call_lines: Dict[int, Set[int]] = {}
     for caller_fid, callee, call, _, caller_mid in hot._all_calls():
-        if callee in returning and p.functions[callee][0] != caller_mid:
+        if p.functions[callee][0] != caller_mid and known.returns(callee):
             call_lines.setdefault(caller_mid, set()).add(call[0])
-    # parameters whose every argument is such a call (or a name bound to one)
+    # parameters whose every argument is such a call (or a name bound to one), in the modules
+    # that build loaders (only their rules ask)
+    builders = p.loader_modules()
     params: Dict[int, Dict[str, Optional[bool]]] = {}
     for caller_fid, callee, call, skip, caller_mid in hot._all_calls():
+        if p.functions[callee][0] not in builders:
+            continue
         fn = p.functions[callee][1]
         names = [q for q in fn["params"] if not q.startswith("*")]
         local = hot._body(caller_mid, caller_fid)["assign"]
@@ -298,7 +448,7 @@ def _in_memory(hot: Hotness, seeds: _Seeds) -> None:
         pairs = [(names[k + skip], a) for k, a in enumerate(call[2]) if k + skip < len(names)]
         pairs += [(kw, a) for kw, a in call[3].items() if kw in names]
         for name, arg in pairs:
-            ok = _returns_in_memory(p, caller_mid, arg, local, returning)
+            ok = known.expr(caller_mid, arg, local)
             got[name] = ok if got.get(name, True) else False
     for fid, names in params.items():
         chosen = sorted(n for n, ok in names.items() if ok)
@@ -309,25 +459,125 @@ def _in_memory(hot: Hotness, seeds: _Seeds) -> None:
     for mid, lines in call_lines.items():
         facts = seeds.project(p.modules[mid].shown).setdefault("in_memory", {})
         facts["calls"] = sorted(lines)
+    for mid, names in _class_names(p, classes).items():
+        seeds.project(p.modules[mid].shown).setdefault("in_memory", {})["classes"] = names
 
 
-def _returns_in_memory(p: Any, mid: int, arg: Any, local: Dict[str, List[Any]], returning: Set[int], depth: int = 0) -> bool:
-    if arg is None or depth > 3:
-        return False
-    if arg[0] == "n" and arg[1] in local:
-        values = local[arg[1]]
-        return bool(values) and all(_returns_in_memory(p, mid, v, local, returning, depth + 1) for v in values)
-    if arg[0] == "c":
-        func = arg[1]
-        if func[0] == "n" and func[1] in _IN_MEMORY_CALLS:
+def _in_memory_class_ids(p: Any) -> Set[int]:
+    """The project classes whose `__getitem__` only indexes data in memory (`loader_summary`),
+    unless the program sees one of those attributes given an instance of a project class."""
+    out: Set[int] = set()
+    for m in p.modules:
+        found = (m.summary.get("loaders") or {}).get("in_memory_classes")
+        if not found:
+            continue
+        for cid in m.cids.values():
+            read = found.get(str(p.classes[cid][2]["line"]))
+            if read is None:
+                continue
+            types = p.attr_types.get(cid, {})
+            if not any(o.startswith("I:") for attr in read for o in types.get(attr, ())):
+                out.add(cid)
+    return out
+
+
+def _class_names(p: Any, classes: Set[int]) -> Dict[int, List[str]]:
+    """module -> the names its code calls an in-memory dataset class by: its own classes, the ones
+    it imports by name (`from datautils import MyTrainDataset`) or through a module
+    (`datautils.MyTrainDataset`). Names, not lines: they stay true while fixes move lines."""
+    out: Dict[int, List[str]] = {}
+    if not classes:
+        return out
+    by_module: Dict[int, List[str]] = {}
+    for cid in sorted(classes):
+        by_module.setdefault(p.classes[cid][0], []).append(p.classes[cid][1])
+    for m in p.modules:
+        names = set(by_module.get(m.id, ()))
+        for name, imp in m.summary["imports"].items():
+            if imp[0] == "from":
+                objs = p.symbol(m.id, name)
+                if objs and all(o.startswith("C:") and int(o[2:]) in classes for o in objs):
+                    names.add(name)
+            for o in p.symbol(m.id, name):
+                if o.startswith("M:"):
+                    names.update(f"{name}.{q}" for q in by_module.get(int(o[2:]), ()))
+        if names:
+            out[m.id] = sorted(names)
+    return out
+
+
+class _InMemory:
+    """Which summary expressions are in-memory datasets: `TensorDataset(...)`, a constructor of an
+    in-memory dataset class, a call of a function returning one, an element of a tuple a function
+    always returns with one there (`dataset, model, optimizer = load_train_objs()`), and names
+    bound only to such. Functions are looked at when a call asks (memoised)."""
+
+    def __init__(self, p: Any, returning: Set[int], classes: Set[int]) -> None:
+        self.p = p
+        self.known = set(returning)  # the files' own word (`TensorDataset` returned)
+        self.classes = classes
+        #: fid -> whether it returns one; the positions of the literal tuple it always returns
+        #: that hold one (None while being decided: recursion says no)
+        self._returns: Dict[int, Optional[bool]] = {}
+        self._elements: Dict[int, Optional[Set[int]]] = {}
+
+    def returns(self, fid: int) -> bool:
+        if fid in self.known:
             return True
-        objs: Set[str] = set()
+        if fid not in self._returns:
+            self._returns[fid] = None
+            mid, fn = self.p.functions[fid]
+            rets = fn["returns"]
+            self._returns[fid] = bool(rets) and all(self.expr(mid, r, fn["assign"]) for r in rets)
+        return bool(self._returns[fid])
+
+    def elements(self, fid: int) -> Set[int]:
+        if fid not in self._elements:
+            self._elements[fid] = None
+            mid, fn = self.p.functions[fid]
+            rets = fn["returns"]
+            found: Set[int] = set()
+            if rets and all(r[0] == "t" and len(r) > 2 for r in rets) and len({len(r[1]) for r in rets}) == 1:
+                found = {k for k in range(len(rets[0][1])) if all(self.expr(mid, r[1][k], fn["assign"]) for r in rets)}
+            self._elements[fid] = found
+        return self._elements[fid] or set()
+
+    def expr(self, mid: int, arg: Any, local: Dict[str, List[Any]], depth: int = 0) -> bool:
+        if arg is None or depth > 3:
+            return False
+        if arg[0] == "n" and arg[1] in local:
+            values = local[arg[1]]
+            return bool(values) and all(self.expr(mid, v, local, depth + 1) for v in values)
+        if arg[0] == "i" and len(arg) > 2 and arg[1] is not None and arg[1][0] == "c":  # `ds, model = build()`
+            fids = self._functions(mid, arg[1][1])
+            return bool(fids) and all(arg[2] in self.elements(f) for f in fids)
+        if arg[0] == "c":
+            func = arg[1]
+            if func[0] == "n" and func[1] in _IN_MEMORY_CALLS:
+                return True
+            if self.constructs(mid, func):
+                return True
+            fids = self._functions(mid, func)
+            return bool(fids) and all(self.returns(f) for f in fids)
+        return False
+
+    def constructs(self, mid: int, func: Any) -> bool:
+        """`func` names an in-memory dataset class (`MyTrainDataset`, `datautils.MyTrainDataset`)."""
+        objs = self._objects(mid, func)
+        return bool(objs) and all(o.startswith("C:") and int(o[2:]) in self.classes for o in objs)
+
+    def _functions(self, mid: int, func: Any) -> List[int]:
+        objs = self._objects(mid, func)
+        fids = [int(o[2:]) for o in objs if o[0] == "F"]
+        return fids if len(fids) == len(objs) else []
+
+    def _objects(self, mid: int, func: Any) -> Set[str]:
+        p = self.p
         if func[0] == "n":
-            objs = p.symbol(mid, func[1])
-        elif func[0] == "a" and func[1] is not None and func[1][0] == "n":
+            return set(p.symbol(mid, func[1]))
+        out: Set[str] = set()
+        if func[0] == "a" and func[1] is not None and func[1][0] == "n":
             for o in p.symbol(mid, func[1][1]):
                 if o.startswith("M:"):
-                    objs |= p.symbol(int(o[2:]), func[2])
-        fids = [int(o[2:]) for o in objs if o[0] == "F"]
-        return bool(fids) and all(f in returning for f in fids)
-    return False
+                    out |= p.symbol(int(o[2:]), func[2])
+        return out

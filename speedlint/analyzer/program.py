@@ -44,7 +44,7 @@ from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set
 from speedlint.analyzer.textscan import may_use_gpu, says_grad_off
 
 #: The summary format (bump when `summarize` changes what it records).
-SUMMARY_FORMAT = 7
+SUMMARY_FORMAT = 8
 
 #: In `passed_constants`: a call site that does not pass the parameter (its default applies).
 DEFAULT = "\x00default"
@@ -199,6 +199,12 @@ def _expr(node: Optional[ast.AST], depth: int = 0) -> Any:
 def _literal(text: str) -> Any:
     """The value of a `repr` of a literal (the summaries' option defaults)."""
     return ast.literal_eval(text)
+
+
+def _callee_tail(expr: Any) -> str:
+    """`DataLoader` for `DataLoader` and `torch.utils.data.DataLoader`: the last name a call's
+    function is written with ("" for anything else)."""
+    return str(expr[2]) if expr[0] == "a" else str(expr[1]) if expr[0] == "n" else ""
 
 
 def _callee_text(expr: Any) -> Optional[str]:
@@ -1384,6 +1390,22 @@ class Program:
         """A project subclass of a data loader (GraphSAINT-style samplers are DataLoaders)."""
         return any(name.rsplit(".", 1)[-1] in LOADER_NAMES for name in self.all_base_names(cid))
 
+    def loader_modules(self) -> Set[int]:
+        """The modules that call a data loader class by its name (torch's, the graph libraries',
+        a project subclass), or make a `functools.partial` of one."""
+        names = set(LOADER_NAMES) | {q.rsplit(".", 1)[-1] for cid, (_, q, _) in enumerate(self.classes) if self.is_loader_class(cid)}
+
+        def builds(call: Any) -> bool:
+            tail = _callee_tail(call[C_FUNC])
+            args = call[C_ARGS]
+            return tail in names or (tail == "partial" and bool(args) and args[0] is not None and _callee_tail(args[0]) in names)
+
+        out: Set[int] = set()
+        for m in self.modules:
+            if any(builds(c) for body in (m.summary["module"], *m.summary["functions"]) for c in body["calls"]):
+                out.add(m.id)
+        return out
+
     def is_module_class(self, cid: int) -> bool:
         """A project subclass of `torch.nn.Module` (directly or through any `torch.nn` class)."""
         got = self._module_class_memo.get(cid)
@@ -1515,7 +1537,7 @@ class Program:
                     index = self.functions[int(o[2:])][1].get("yields")
                     if index is not None and 0 <= index - (o[0] == "B") < len(expr[2]):
                         out |= self.eval(mid, fid, expr[2][index - (o[0] == "B")], env, depth + 1)
-            tail = func[2] if func[0] == "a" else func[1] if func[0] == "n" else ""
+            tail = _callee_tail(func)
             if len(expr) > 4 and (tail in LOADER_NAMES or any(o[0] == "C" and self.is_loader_class(int(o[2:])) for o in out)):
                 out.add(f"L:{mid}:{expr[4]}")  # a data loader built here
             if func[0] == "a" and tail in _RETURNS_SELF:  # `Net(...).to(device)` is the Net
@@ -1779,6 +1801,7 @@ class Hotness:
         p = program
         self._deps: Optional[List[Set[int]]] = None
         self._kws_memo: Dict[int, Dict[int, Dict[str, Any]]] = {}
+        self._epoch_memo: Dict[Tuple[int, Optional[int]], Set[int]] = {}
         #: module -> {line of a loop: [where its loader is built, with a collate_fn?]} for loops
         #: over a pinned-memory loader built in another module (filled by `loader_uses`)
         self.pinned_loops: Dict[int, Dict[str, List[Any]]] = {}
@@ -2159,12 +2182,15 @@ class Hotness:
         p = self.p
         out: Dict[Tuple[int, int], Dict[str, str]] = {}
         units = [(m.id, None) for m in p.modules] + [(mid, fid) for fid, (mid, _) in enumerate(p.functions)]
+        envs: Dict[int, Dict[str, Set[str]]] = {}  # the functions' names, asked once each
         for mid, fid in units:
             body = self._body(mid, fid)
             loops = body["loops"]
             if not loops or not any(lp.get("iter") for lp in loops):
                 continue
             env = self._env(mid, fid)
+            if fid is not None:
+                envs[fid] = env
             gpu = bool(p.modules[mid].summary.get("gpu"))
             hot = self.hot[fid] if fid is not None else {}
             for i, lp in enumerate(loops):
@@ -2174,11 +2200,11 @@ class Hotness:
                 if not loaders:
                     continue
                 where = f"{p.modules[mid].shown}:{lp['line']}"
-                # iterated again every epoch: the training-step loop inside an epoch loop (or in a
-                # function run once per epoch), or an evaluation loop run once per epoch
+                # iterated again every epoch: the training-step loop inside an epoch loop, or a loop
+                # in a function run once per epoch when this loader gets there once per epoch too
                 is_step = (mid, fid, i) in self.step_loops
                 outer = loops[lp["parent"]] if lp["parent"] >= 0 else None
-                per_epoch = (is_step and ((outer is not None and not outer.get("once")) or EPOCH in hot)) or (not is_step and EPOCH in hot)
+                in_epoch_loop = is_step and outer is not None and not outer.get("once")
                 moved_names: Set[str] = set()
                 for j in self._loops_within(body, i):
                     moved_names.update(loops[j].get("moved", ()))
@@ -2190,7 +2216,7 @@ class Hotness:
                 for obj in loaders:
                     _, lmid, line = obj.split(":")
                     facts = out.setdefault((int(lmid), int(line)), {})
-                    if per_epoch:
+                    if in_epoch_loop or (fid is not None and EPOCH in hot and self.reaches_per_epoch(mid, fid, lp["iter"], obj, envs)):
                         facts.setdefault("epoch", where)
                     if moved:
                         facts.setdefault("moved", where)
@@ -2205,6 +2231,98 @@ class Hotness:
                             f"{p.modules[lmid].shown}:{line}", any("collate_fn" in k for k in kws),
                         ]
         return out
+
+    def reaches_per_epoch(self, mid: int, fid: int, expr: Any, loader: str, envs: Dict[int, Dict[str, Set[str]]]) -> bool:
+        """Whether `loader` ("L:module:line") reaches `expr` of function `fid` (a function run once
+        per epoch) once per epoch: the hotness of `fid` alone does not say so when `fid` is a helper
+        that other code also calls once with another loader (`log_every(loader)` run per epoch from
+        `train_one_epoch`, and once from a feature-extraction pass). Followed back from the
+        expression: a loader built in `fid` itself is built again on every call (SPD104's business,
+        persistent workers would not outlive it); one that comes in as a parameter does so once per
+        epoch only when some call site passing it does: one in an epoch loop, or one run once per
+        epoch that itself gets it that way. Anything else (a `self` attribute, a global, a helper's
+        return value) keeps what the hotness says."""
+        return self._carried_per_epoch(mid, fid, expr, loader, envs, 0, set())
+
+    def _fn_env(self, mid: int, fid: int, envs: Dict[int, Dict[str, Set[str]]]) -> Dict[str, Set[str]]:
+        env = envs.get(fid)
+        if env is None:
+            env = envs[fid] = self._env(mid, fid)
+        return env
+
+    def _carried_per_epoch(self, mid: int, fid: int, expr: Any, loader: str, envs: Dict[int, Dict[str, Set[str]]], depth: int, seen: Set[Tuple[int, str]]) -> bool:
+        p = self.p
+        if expr is None or depth > 12:
+            return True  # not followed: as the function's hotness says
+        if loader not in p.eval(mid, fid, expr, self._fn_env(mid, fid, envs)):
+            return False  # this part of the expression is not the loader
+        fn = p.functions[fid][1]
+        tag = expr[0]
+        if tag == "n":
+            name = expr[1]
+            values = fn["assign"].get(name)
+            if name not in fn["params"]:
+                if not values:
+                    return True  # a global, or a closure's enclosing name
+                return any(self._carried_per_epoch(mid, fid, v, loader, envs, depth + 1, seen) for v in values)
+            if values and any(self._carried_per_epoch(mid, fid, v, loader, envs, depth + 1, seen) for v in values):
+                return True
+            return self._passed_per_epoch(fid, name, loader, envs, depth, seen)
+        if tag == "c":
+            if len(expr) > 4 and loader == f"L:{mid}:{expr[4]}":
+                return False  # built here, on every call
+            carrying = [a for a in (*expr[2], *expr[3].values()) if a is not None]
+            carrying = [a for a in carrying if loader in p.eval(mid, fid, a, self._fn_env(mid, fid, envs))]
+            if not carrying:
+                return True  # a helper's return value
+            return any(self._carried_per_epoch(mid, fid, a, loader, envs, depth + 1, seen) for a in carrying)  # a wrapper: `log_every(loader)`
+        if tag in ("s", "e", "i"):
+            return self._carried_per_epoch(mid, fid, expr[1], loader, envs, depth + 1, seen)
+        if tag == "t":
+            return any(self._carried_per_epoch(mid, fid, e, loader, envs, depth + 1, seen) for e in expr[1])
+        return True  # an attribute (`self.loader`): kept between calls
+
+    def _passed_per_epoch(self, fid: int, name: str, loader: str, envs: Dict[int, Dict[str, Set[str]]], depth: int, seen: Set[Tuple[int, str]]) -> bool:
+        """Some call of `fid` passes `loader` to parameter `name` once per epoch."""
+        if (fid, name) in seen:
+            return False  # a cycle: the other call sites decide
+        seen.add((fid, name))
+        p = self.p
+        params = [q for q in p.functions[fid][1]["params"] if not q.startswith("*")]
+        if name not in params:
+            return False
+        skip = self._skip_of(fid)
+        position = params.index(name) - skip
+        for caller, index in p.callers[fid]:
+            cmid, cfn = p.functions[caller]
+            call = cfn["calls"][index]
+            in_epoch_loop = index in self._epoch_calls(cmid, caller)
+            if not in_epoch_loop and (call[C_LOOP] >= 0 or call[C_FLAGS] & _SKIP[EPOCH] or EPOCH not in self.hot[caller]):
+                continue  # a call that does not run once per epoch
+            arg = call[C_KWS].get(name)
+            if arg is None and 0 <= position < len(call[C_ARGS]):
+                arg = call[C_ARGS][position]
+            if arg is None or loader not in p.eval(cmid, caller, arg, self._fn_env(cmid, caller, envs)):
+                continue  # it passes another loader
+            if in_epoch_loop or self._carried_per_epoch(cmid, caller, arg, loader, envs, depth + 1, seen):
+                return True
+        return False
+
+    def _epoch_calls(self, mid: int, fid: Optional[int]) -> Set[int]:
+        """The calls of a function that its epoch loops run once per epoch (where `_roots` seeds
+        the EPOCH hotness from)."""
+        key = (mid, fid)
+        got = self._epoch_memo.get(key)
+        if got is None:
+            got = set()
+            body = self._body(mid, fid)
+            steps = {i for (m2, f2, i) in self.step_loops if m2 == mid and f2 == fid}
+            in_steps = {c for i in steps for c in self._loop_calls(body, i)}
+            for i in range(len(body["loops"])):
+                if i not in steps and self._is_step_candidate(mid, fid, i):
+                    got.update(c for c in self._loop_calls(body, i) if c not in in_steps and not body["calls"][c][C_FLAGS] & _SKIP[EPOCH])
+            self._epoch_memo[key] = got
+        return got
 
     def _loader_kws(self, mid: int, line: int) -> Dict[str, Any]:
         """The keyword arguments of the loader built at `line` of module `mid`."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import libcst as cst
 from libcst.codemod import CodemodCommand, CodemodContext
@@ -418,13 +418,16 @@ class TunedDataLoader(CodemodCommand):
 
     DESCRIPTION = "Load data in worker processes: num_workers from the CPU count, persistent workers, pinned memory."
 
-    def __init__(self, context: CodemodContext, settings: Optional[Settings] = None) -> None:
+    def __init__(self, context: CodemodContext, settings: Optional[Settings] = None, seeds: Any = None) -> None:
         super().__init__(context)
         self.settings = settings or Settings()
+        #: what the whole program says about the file (`program.FileSeeds`): the loaders SPD101
+        #: flags with it (an in-memory dataset defined or built in another module) are the ones tuned
+        self.seeds = seeds
         self.reason = ""
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        ctx = FileContext(self.context.filename or "<codemod>", tree.code, tree, self.settings)
+        ctx = FileContext(self.context.filename or "<codemod>", tree.code, tree, self.settings, self.seeds)
         module_plan = plan(ctx)
         self.reason = module_plan.reason
         if not module_plan.changes:
@@ -435,13 +438,14 @@ class TunedDataLoader(CodemodCommand):
         return tree.visit(_Apply(module_plan))
 
 
-def tune_module(module: cst.Module, settings: Optional[Settings] = None) -> cst.Module:
-    """Run the codemod on a parsed module (the fixer of SPD101)."""
+def tune_module(module: cst.Module, settings: Optional[Settings] = None, seeds: Any = None) -> cst.Module:
+    """Run the codemod on a parsed module (the fixer of SPD101; `seeds`: the program's facts about
+    the file, as the rule saw them)."""
     had_os = any(
         isinstance(s, cst.SimpleStatementLine) and any(isinstance(x, cst.Import) and any(dotted(a.name) == "os" for a in x.names) for x in s.body)
         for s in module.body
     )
-    result = TunedDataLoader(CodemodContext(), settings).transform_module(module)
+    result = TunedDataLoader(CodemodContext(), settings, seeds).transform_module(module)
     if not had_os and result is not module:
         result = place_stdlib_import(result, "os")
     return result

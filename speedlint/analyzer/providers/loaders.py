@@ -17,8 +17,11 @@ the `FileContext` (`loader_facts(ctx)`).
 * where each loader is iterated (`for b in loader`, `enumerate(loader)`, `tqdm(loader)`, `zip(...)`,
   `itertools.cycle`, a project generator that yields what it iterates) and where it is read with
   `next(iter(loader))` or `next(it)`;
-* whether the dataset of a loader lives in memory (`TensorDataset`, a list of tensors; also built
-  by a helper or passed in from another module, as the program says);
+* whether the dataset of a loader lives in memory (`TensorDataset`, a list of tensors, a project
+  dataset class whose `__getitem__` only indexes data in memory; also built by a helper or passed
+  in from another module, as the program says);
+* whether a loader gets to a loop of a function run once per epoch once per epoch itself
+  (`reaches_per_epoch`): along the calls that pass it, not because the function is;
 * whether a node runs when the module is imported (no `if __name__ == "__main__":` around it),
   which matters for multi-worker loading on spawn platforms;
 * worker counts that are the CPU count, uncapped (SPD107).
@@ -310,6 +313,8 @@ class LoaderFacts:
         self.members: Dict[Key, Dict[Any, Set[cst.Call]]] = {}
         #: functions returning such a container (`return train_set, train_loader`)
         self.ret_members: Dict[cst.FunctionDef, Dict[Any, Set[cst.Call]]] = {}
+        #: (function, parameter) -> the calls of this file passing it a loader, with that argument
+        self.passes: Dict[Tuple[cst.FunctionDef, str], Dict[cst.Call, cst.Arg]] = {}
         self._collect = _Collect()
         fast_visit(ctx.module, self._collect)
         if self.calls:
@@ -470,6 +475,7 @@ class LoaderFacts:
                             param = params[idx] if idx < len(params) else None
                         if param is not None:
                             changed |= self._add(("name", fn, param.name.value), calls)
+                            self.passes.setdefault((fn, param.name.value), {})[call] = arg
             if not changed:
                 break
 
@@ -557,6 +563,61 @@ class LoaderFacts:
         """`for` loops and comprehensions over the loader."""
         comps = [c for c, calls in self.comp_origins.items() if call in calls]
         return [*self.iteration_loops(call), *comps]
+
+    def reaches_per_epoch(self, site: cst.CSTNode, call: cst.Call) -> bool:
+        """Whether the loader built by `call` gets to `site` (a loop or comprehension over it, in a
+        function run once per epoch) once per epoch too. A helper run once per epoch with one
+        loader may be run once, from elsewhere, with another: followed back from the iterated
+        expression, a loader built in the function itself is built again on every call (SPD104's
+        business), and one that comes in as a parameter gets there once per epoch only when a call
+        passing it does (in an epoch loop, or in a function run once per epoch that gets it that
+        way). Anything not followed (a `self` attribute, a global, a helper's return value, a
+        tuple unpacked) keeps what the function's hotness says."""
+        it = getattr(site, "iter", None)  # a `for` loop or a comprehension's `for`
+        return it is None or self._carried_per_epoch(it, call, 0, set())
+
+    def _carried_per_epoch(self, expr: cst.BaseExpression, call: cst.Call, depth: int, seen: Set[Key]) -> bool:
+        if depth > 12:
+            return True
+        for e in self.unwrap(expr):
+            if call not in self.origins(e):
+                continue
+            if e is call:
+                continue  # built right here, on every run
+            if not isinstance(e, cst.Name):
+                return True  # `self.loader`, `loaders["train"]`, a helper's return value
+            key = self.name_key(e)
+            if key[1] is None:
+                return True  # a module global
+            for bound in self.ctx.values.index.binds.get((key[1], e.value), []):
+                if isinstance(bound, tuple) and bound and bound[0] == "param":
+                    if self._passed_per_epoch(key, call, depth, seen):
+                        return True
+                elif not isinstance(bound, cst.BaseExpression):
+                    return True  # unpacked from a tuple, a loop variable: not followed
+                elif self._carried_per_epoch(bound, call, depth + 1, seen):
+                    return True
+        return False
+
+    def _passed_per_epoch(self, key: Key, call: cst.Call, depth: int, seen: Set[Key]) -> bool:
+        """A call of this file passes the loader to parameter `key` once per epoch."""
+        if key in seen:
+            return False  # a cycle: the other call sites decide
+        seen.add(key)
+        f = self.ctx.torch
+        for site, arg in self.passes.get((key[1], key[2]), {}).items():
+            if call not in self.origins(arg.value):
+                continue
+            unit = f.epoch_of(site)
+            if unit is None:
+                continue
+            if not isinstance(unit, cst.FunctionDef):
+                if any(a is unit for a in f.ancestors(call)):
+                    continue  # built again in that epoch loop
+                return True
+            if self._carried_per_epoch(arg.value, call, depth + 1, seen):
+                return True
+        return False
 
     def next_iter_sites(self, call: cst.Call) -> List[cst.Call]:
         return [site for site, calls in self.next_iter if call in calls]
@@ -672,9 +733,15 @@ class LoaderFacts:
         return name in self._program_facts().get("params", {}).get(str(ordinal), ())
 
     def _returns_in_memory(self, call: cst.Call, depth: int) -> bool:
-        """A helper (of this file, or another module as the program says) that returns one."""
-        lines = self._program_facts().get("calls")
+        """A helper (of this file, or another module as the program says) that returns one; a
+        project dataset class whose `__getitem__` only indexes data in memory (the program says
+        which: `loader_program._in_memory_classes`)."""
+        facts = self._program_facts()
+        lines = facts.get("calls")
         if lines and self.ctx.position(call).start.line in lines:
+            return True
+        classes = facts.get("classes")
+        if classes and dotted(call.func) in classes:
             return True
         fns = self.ctx.torch.resolve_call(call)
         if not fns or depth > 4:

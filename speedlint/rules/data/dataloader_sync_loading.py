@@ -23,7 +23,12 @@ class DataLoaderSyncLoading(Rule):
     that cannot be known is not flagged, nor are in-memory datasets (`TensorDataset`, a list of
     tensors, also built in another module and passed in), a loader read once with
     `next(iter(loader))`, or the self-test of a dataset module (under its `if __name__ ==
-    "__main__":`).
+    "__main__":`). A project dataset class (in any module) whose `__getitem__` only indexes
+    attributes of `self` holding data built in memory or passed in (`return self.data[i]`,
+    `return self.x[i], self.y[i]`) is in memory too, also when a helper returns it in a tuple
+    (`dataset, model, optimizer = load_train_objs()`); one that opens or loads a file
+    (`Image.open(self.paths[i])`), calls a transform, wraps another dataset (`self.dataset[i]`)
+    or indexes an HDF5/LMDB file or a memory map is not.
 
     ## Why is this slow?
     With `num_workers=0` every batch is read, decoded, augmented and collated by the training
@@ -130,9 +135,9 @@ class DataLoaderSyncLoading(Rule):
         if reason:
             self.report(node, f"{message} (not rewritten: {reason})", fix=Fix.advice(f"Set `num_workers` from the CPU count by hand: {reason}"))
             return
-        settings = self.ctx.settings
+        settings, seeds = self.ctx.settings, self.ctx.seeds
         title = "Load batches in worker processes (num_workers from the CPU count"
         if module_plan.guard_from is not None:
             title += "; adds an `if __name__ == \"__main__\":` guard"
         title += ")"
-        self.report(node, message, fix=Fix(title, UNSAFE, fixer=lambda module: tune_module(module, settings)))
+        self.report(node, message, fix=Fix(title, UNSAFE, fixer=lambda module: tune_module(module, settings, seeds)))

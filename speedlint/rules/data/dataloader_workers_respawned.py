@@ -23,6 +23,11 @@ class DataLoaderWorkersRespawned(Rule):
     Single-epoch scripts, loaders whose `persistent_workers` is already truthy (also through
     `**kwargs` or a conditional), and loaders built again inside the epoch loop (SPD104: a new
     loader every epoch, which persistent workers would not outlive) are not flagged.
+    A helper run once per epoch (a training epoch, `log_every(loader)`) counts for the loaders
+    that get to it once per epoch: the call chain that passes *this* loader must sit in an epoch
+    loop. The same helper called once with another loader (a feature-extraction pass) does not
+    make that loader per-epoch, and neither does a loader built inside a function run once per
+    epoch and iterated in that call (a new loader on every call).
 
     ## Why is this slow?
     Without persistent workers, every `for batch in loader` starts `num_workers` fresh processes,
@@ -120,6 +125,8 @@ class DataLoaderWorkersRespawned(Rule):
                 continue
             if any(a is unit for a in ctx.torch.ancestors(call)):
                 continue  # built again every epoch: persistent workers would not outlive it (SPD104)
+            if isinstance(unit, cst.FunctionDef) and not facts.reaches_per_epoch(loop, call):
+                continue  # a helper run once per epoch with other loaders, once with this one
             return unit
         return None
 
