@@ -1801,7 +1801,8 @@ class Hotness:
         p = program
         self._deps: Optional[List[Set[int]]] = None
         self._kws_memo: Dict[int, Dict[int, Dict[str, Any]]] = {}
-        self._epoch_memo: Dict[Tuple[int, Optional[int]], Set[int]] = {}
+        #: (module, fid or None) -> the calls its epoch loops run once per epoch (seeded by `_roots`)
+        self.epoch_sites: Dict[Tuple[int, Optional[int]], Set[int]] = {}
         #: module -> {line of a loop: [where its loader is built, with a collate_fn?]} for loops
         #: over a pinned-memory loader built in another module (filled by `loader_uses`)
         self.pinned_loops: Dict[int, Dict[str, List[Any]]] = {}
@@ -2022,6 +2023,8 @@ class Hotness:
                 continue
             if kind in (STEP, EVAL):
                 self.hot_sites.setdefault(callee, set()).add((mid, fid, i))
+            elif kind == EPOCH:
+                self.epoch_sites.setdefault((mid, fid), set()).add(i)
             self._seed(queue, callee, kind, (Hop(shown, call[0], label(call[C_FUNC], call[C_FLAGS] & PROPERTY)),))
 
     def _seed(self, queue: deque, fid: int, kind: str, chain: Tuple[Hop, ...]) -> None:
@@ -2296,7 +2299,7 @@ class Hotness:
         for caller, index in p.callers[fid]:
             cmid, cfn = p.functions[caller]
             call = cfn["calls"][index]
-            in_epoch_loop = index in self._epoch_calls(cmid, caller)
+            in_epoch_loop = index in self.epoch_sites.get((cmid, caller), ())
             if not in_epoch_loop and (call[C_LOOP] >= 0 or call[C_FLAGS] & _SKIP[EPOCH] or EPOCH not in self.hot[caller]):
                 continue  # a call that does not run once per epoch
             arg = call[C_KWS].get(name)
@@ -2307,22 +2310,6 @@ class Hotness:
             if in_epoch_loop or self._carried_per_epoch(cmid, caller, arg, loader, envs, depth + 1, seen):
                 return True
         return False
-
-    def _epoch_calls(self, mid: int, fid: Optional[int]) -> Set[int]:
-        """The calls of a function that its epoch loops run once per epoch (where `_roots` seeds
-        the EPOCH hotness from)."""
-        key = (mid, fid)
-        got = self._epoch_memo.get(key)
-        if got is None:
-            got = set()
-            body = self._body(mid, fid)
-            steps = {i for (m2, f2, i) in self.step_loops if m2 == mid and f2 == fid}
-            in_steps = {c for i in steps for c in self._loop_calls(body, i)}
-            for i in range(len(body["loops"])):
-                if i not in steps and self._is_step_candidate(mid, fid, i):
-                    got.update(c for c in self._loop_calls(body, i) if c not in in_steps and not body["calls"][c][C_FLAGS] & _SKIP[EPOCH])
-            self._epoch_memo[key] = got
-        return got
 
     def _loader_kws(self, mid: int, line: int) -> Dict[str, Any]:
         """The keyword arguments of the loader built at `line` of module `mid`."""

@@ -643,13 +643,14 @@ class TorchFacts:
         level runs no backward itself; None otherwise (in a step, or not known)."""
         if self.in_training_step(node):
             return None
-        for unit in self._body_ancestors(node):  # the innermost only
-            if isinstance(unit, cst.FunctionDef):
-                training = unit in self.epoch_functions or self._holds_training_loop(unit)
-            else:
-                training = unit in self.epoch_loops or unit in self.run_loops
-            return unit if training and not self.runs_backward_itself(unit) else None
-        return None
+        unit = next(iter(self._body_ancestors(node)), None)  # the innermost
+        if unit is None:
+            return None
+        if isinstance(unit, cst.FunctionDef):
+            training = unit in self.epoch_functions or self._holds_training_loop(unit)
+        else:
+            training = unit in self.epoch_loops or unit in self.run_loops
+        return unit if training and not self.runs_backward_itself(unit) else None
 
     def eval_loop_of(self, node: cst.CSTNode) -> Optional[Loop]:
         for unit in self._body_ancestors(node):

@@ -8,8 +8,6 @@ from speedlint.analyzer.fixes import keyword_arg, with_keyword
 from speedlint.analyzer.rule import LOW, MEDIUM, SAFE, UNSAFE, Fix, Impact, Rule
 from speedlint.analyzer.providers.flow import FACTORIES, MAYBE_DEVICE, Move, flow
 
-#: The factories this rule knows (random ones are left alone: see "Not flagged").
-_FACTORIES = frozenset(FACTORIES)
 _CASTS = {"float", "double", "half", "bfloat16", "long", "int", "short", "bool", "byte", "char"}
 #: Factories whose values are exact in every dtype: creating them in the target dtype directly
 #: gives the same tensor as creating then casting.
@@ -82,7 +80,7 @@ class TensorCreatedThenMoved(Rule):
     fixes = (SAFE, UNSAFE)
     triggers = (".to(", ".cuda(")
     ast_precondition = staticmethod(
-        lambda facts: facts.may_use_gpu and facts.moves_any(*_FACTORIES)
+        lambda facts: facts.may_use_gpu and facts.moves_any(*FACTORIES)
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -105,8 +103,8 @@ class TensorCreatedThenMoved(Rule):
             return
         q = self.ctx.qualname(factory.func) or ""
         short = q[len("torch."):] if q.startswith("torch.") else ""
-        if short not in _FACTORIES:
-            return  # (random factories: a different random stream on the device, see the docs)
+        if short not in FACTORIES:
+            return  # (random factories are left alone: a different random stream on the device)
         if any(a.star == "**" for a in factory.args):
             return  # `device=` may already arrive through the splat
         for kw in ("device", "out", "pin_memory", "layout"):
