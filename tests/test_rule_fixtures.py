@@ -49,6 +49,16 @@ def test_expected_findings(path):
     assert not unexpected, f"findings without an `# expect:` marker (line, code): {unexpected}"
 
 
+def test_host_syncs_reported_once_per_statement():
+    """`a, b = x.item(), y.item()`: the first sync drains the GPU queue, the second finds it
+    (nearly) empty. SPD201 reports the statement once, at its first sync."""
+    fixture = load_fixture(FIXTURES / "rules" / "SPD201.py")
+    lines = [f.line for f in _lint(fixture).findings if f.code == "SPD201"]
+    twice = fixture.text.splitlines().index(next(l for l in fixture.text.splitlines() if "top1, peak = acc.item()" in l)) + 1
+    assert lines.count(twice) == 1
+    assert len(lines) == len(set(lines)), sorted(lines)
+
+
 @pytest.mark.parametrize("path", PATHS, ids=IDS)
 def test_fixture_has_positives_and_must_not_fire_section(path):
     fixture = load_fixture(path)

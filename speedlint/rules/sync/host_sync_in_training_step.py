@@ -20,6 +20,7 @@ _COUNTER = re.compile(
     re.I,
 )
 _RARE_NAME = re.compile(r"should_|(^|_)(log_now|is_log|do_log|log_step|is_logging_step|print_now|do_print)", re.I)
+_STATEMENTS = (cst.BaseSmallStatement, cst.BaseCompoundStatement)
 _ANOMALY = ("isnan", "isinf", "isfinite")
 _TIME = ("time.time", "time.perf_counter", "time.monotonic", "time.process_time", "datetime.datetime.now")
 ADVICE = "Accumulate on the device (`running += loss.detach()`) and read the value every N steps"
@@ -130,6 +131,7 @@ class HostSyncInTrainingStep(Rule):
         super().__init__(ctx)
         self._flow: Optional[Flow] = None
         self._reported: Set[cst.CSTNode] = set()
+        self._synced_statements: Set[cst.CSTNode] = set()
         self._synced_units: Set[Optional[cst.CSTNode]] = set()
         self._masks: Dict[Optional[cst.CSTNode], List[cst.Subscript]] = {}
 
@@ -361,6 +363,13 @@ class HostSyncInTrainingStep(Rule):
             return
         level, text = where
         self._reported.add(node)
+        statement = next((a for a in self.ctx.torch.ancestors(node) if isinstance(a, _STATEMENTS)), None)
+        if statement is not None:
+            # `a, b = x.cpu(), y.cpu()`: the first sync drains the queue, the second finds it
+            # (nearly) empty; one finding per statement
+            if statement in self._synced_statements:
+                return
+            self._synced_statements.add(statement)
         if level == HIGH:
             # the first sync of a step drains the whole queue; later ones in the same step
             # mostly wait for what was queued in between: rank them below the first
