@@ -119,8 +119,15 @@ class _Index(cst.CSTVisitor):
         if isinstance(target, cst.Name):
             self.binds.setdefault((scope, target.value), []).append(value)
         elif isinstance(target, (cst.Tuple, cst.List)):
-            for el in target.elements:
-                self._bind(el.value, _UNKNOWN, at)
+            values: List[Any] = [_UNKNOWN] * len(target.elements)
+            if (
+                isinstance(value, (cst.Tuple, cst.List))
+                and len(value.elements) == len(target.elements)
+                and not any(isinstance(e, cst.StarredElement) for e in (*value.elements, *target.elements))
+            ):
+                values = [e.value for e in value.elements]  # `self.a, self.b = a, b`: pairwise
+            for el, v in zip(target.elements, values):
+                self._bind(el.value, v, at)
         elif isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
             key = _subscript_key(target)
             if key is not None and value is not _UNKNOWN:

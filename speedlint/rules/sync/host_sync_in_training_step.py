@@ -493,7 +493,7 @@ class HostSyncInTrainingStep(Rule):
                 break
             if isinstance(a, (cst.ExceptHandler, cst.ExceptStarHandler)):
                 return True
-            if isinstance(a, cst.If) and child is a.body and self._rare_condition(a.test, a):
+            if isinstance(a, cst.If) and child is a.body and (self._rare_condition(a.test, a) or self._never_true(a.test)):
                 return True
             if isinstance(a, cst.IfExp) and child is a.body and self._rare_condition(a.test, None):
                 return True
@@ -504,6 +504,22 @@ class HostSyncInTrainingStep(Rule):
                     return True
             child = a
         return False
+
+    def _never_true(self, test: cst.BaseExpression) -> bool:
+        """`if self.autobalance:` where the attribute only ever holds a parameter that every call
+        site in the program leaves to its `False` default (or a false constant): the branch
+        never runs. Not for command-line options or config values, which the user sets at run
+        time."""
+        if not isinstance(test, (cst.Name, cst.Attribute)):
+            return False
+        value = self.ctx.values.resolve(test)
+        return (
+            value is not None
+            and value.certain
+            and value.kind in ("literal", "constant", "default", "attribute")
+            and bool(value.options)
+            and not value.any(bool)
+        )
 
     def _skipped_before(self, block: cst.CSTNode, stmt: cst.CSTNode) -> bool:
         """`if step % N != 0: continue` (or return) earlier in the same block."""
