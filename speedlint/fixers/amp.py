@@ -78,6 +78,7 @@ class StepPlan:
     anchor: Optional[cst.CSTNode] = None
     opt_in: Optional[str] = None  # autocast only behind this option, off by default
     config_site: Any = None  # autocast switched off by this config-file value
+    remote: bool = False  # a distributed-autograd step: the forward runs on other processes
 
     @property
     def ok(self) -> bool:
@@ -97,6 +98,13 @@ def plan(ctx: FileContext) -> Dict[Loop, StepPlan]:
     for loop in sorted(ctx.torch.step_loops, key=lambda n: ctx.torch.order.get(n, 0)):
         p = StepPlan(loop)
         backwards = step_calls(ctx, loop, ctx.torch.is_backward)
+        if backwards and all(ctx.matches(b.func, "torch.distributed.autograd.backward") for b in backwards):
+            # RPC training: the forward runs in the workers' RPC handlers, beyond any autocast
+            # written around this loop (the workers' own code decides their precision)
+            p.remote = True
+            p.reason = "the forward runs on remote workers (distributed autograd over RPC)"
+            plans[loop] = p
+            continue
         cov = step_coverage(ctx, loop, backwards)
         p.covered, p.disabled_autocast, p.opt_in, p.config_site = cov.covered, cov.disabled, cov.opt_in, cov.config_site
         if p.config_site is not None:

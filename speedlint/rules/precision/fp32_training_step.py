@@ -60,7 +60,9 @@ class Fp32TrainingStep(Rule):
     without a scaler on CPU; when the device is chosen at run time the emitted code decides at run
     time. A step that already has a `GradScaler` only gets the autocast. Steps the codemod cannot
     rewrite safely (a disabled autocast, a backward inside a larger expression ...) are reported
-    without a fix. CPU-only scripts are not flagged.
+    without a fix. CPU-only scripts are not flagged, nor are steps trained with distributed
+    autograd (`torch.distributed.autograd.backward`): their forward runs in other processes' RPC
+    handlers, where an autocast around this loop does not reach.
 
     ## References
     - PyTorch docs, "Automatic Mixed Precision" (torch.amp) and the AMP recipe
@@ -89,7 +91,7 @@ class Fp32TrainingStep(Rule):
         plans = amp.plan(ctx)
         module = ctx.module
         for loop, p in plans.items():
-            if p.covered:
+            if p.covered or p.remote:
                 continue
             impact = None
             site = p.config_site
