@@ -240,3 +240,52 @@ def test_in_memory_dataset_classes(name):
     summary = summarize(text)
     found = (summary.get("loaders") or {}).get("in_memory_classes", {})
     assert (found.get("1") is not None) is in_memory, found
+
+
+# -- loader keywords read out of `**kwargs` dicts (SPD202 across modules) ----------------------------
+_SPLATS = {
+    "literal": ('kw = {"batch_size": 8, "pin_memory": True}', {"pin_memory": True}),
+    "dict_call": ("kw = dict(batch_size=8, num_workers=2, pin_memory=True)", {"pin_memory": True}),
+    "updated_under_if": ('kw = {"batch_size": 8}\n    if use_cuda:\n        kw.update({"num_workers": 1, "pin_memory": True})', {"pin_memory": True}),
+    "updated_from_name": ('kw = {"batch_size": 8}\n    extra = {"pin_memory": True}\n    kw.update(extra)', {"pin_memory": True}),
+    "item_written": ('kw = {"batch_size": 8}\n    if use_cuda:\n        kw["pin_memory"] = True', {"pin_memory": True}),
+    "conditional": ('kw = {"num_workers": 1, "pin_memory": True} if use_cuda else {}', {"pin_memory": True}),
+    "merged_literal": ('base = {"pin_memory": True}\n    kw = {**base, "collate_fn": pad}', {"pin_memory": True, "collate_fn": True}),
+    "module_level": ("pass", {"pin_memory": True}),
+    "not_pinned": ('kw = {"batch_size": 8, "pin_memory": False}', {}),
+    "pinned_by_expression": ('kw = {"pin_memory": torch.cuda.is_available()}', {}),
+    "off_on_one_path": ('kw = {"pin_memory": True} if use_cuda else {"pin_memory": flag}', {}),
+    "from_a_function": ("kw = loader_kwargs(use_cuda)", None),
+    "parameter": ("pass", None),
+    "vars_of_options": ("kw = vars(use_cuda)", None),
+    "unreadable_merge": ('kw = {"pin_memory": True}\n    kw.update(other)', None),
+    "popped": ('kw = {"pin_memory": True}\n    kw.pop("pin_memory")', None),
+    "rebound_in_loop": ('kw = {"pin_memory": True}\n    for kw in options:\n        pass', None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SPLATS))
+def test_loader_keywords_read_out_of_kwargs_dicts(name):
+    """`loader_program._splat_keywords`: a loader call's `pin_memory` (pinned on some path, every
+    path that sets it says a literal bool) and `collate_fn` (set on some path) read out of the dict
+    behind `**kw`, built in the function or at module level; a dict that may hide keys says nothing."""
+    body, expected = _SPLATS[name]
+    params = "use_cuda, kw" if name == "parameter" else "use_cuda"
+    text = (
+        "import torch\n"
+        "from torch.utils.data import DataLoader\n"
+        'kw = {"pin_memory": True}\n'
+        "\n"
+        f"def make({params}):\n"
+        f"    {body}\n"
+        "    return DataLoader(data, **kw)\n"
+    )
+    summary = summarize(text)
+    line = str(text.splitlines().index("    return DataLoader(data, **kw)") + 1)
+    found = ((summary.get("loaders") or {}).get("splat_kws") or {}).get(line)
+    if expected is None:
+        assert found is None, found
+        return
+    assert set(found or {}) == set(expected), found
+    if expected.get("pin_memory"):
+        assert found["pin_memory"] == ("k", True)

@@ -39,8 +39,13 @@ def loader_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
     """Per file: `in_memory` (def lines of functions returning an in-memory dataset),
     `in_memory_classes` (class line -> the attributes its `__getitem__` indexes), `yields`
     (generators that yield what they iterate), `moves` (parameters a function copies to the GPU),
-    `distributed` (it starts one process per GPU) and `cpu_count` (it reads the CPU count)."""
+    `distributed` (it starts one process per GPU), `cpu_count` (it reads the CPU count) and
+    `splat_kws` (loader keywords read out of `**kwargs` dicts)."""
     out: Dict[str, Any] = {}
+    if "**" in text and ("Loader" in text or "Sampler" in text):
+        splats = _splat_keywords(tree)
+        if splats:
+            out["splat_kws"] = splats
     if any(w in text for w in _DISTRIBUTED_HINTS) and _DISTRIBUTED.search(text):
         out["distributed"] = True
     if "cpu_count" in text or "sched_getaffinity" in text:
@@ -62,6 +67,257 @@ def loader_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
 
 
 Functions = List[Tuple[Any, List[ast.stmt]]]
+
+
+# -- loader keywords from `**kwargs` dicts --------------------------------------------------------
+#: At most this many ways of building one dict are followed (`_MAX_ALTERNATIVES` of the values).
+_MAX_DICTS = 8
+#: One way a dict may be built: key -> value expression, and whether every key is known.
+_Dict = Tuple[Dict[str, ast.expr], bool]
+#: How the names of the loader classes end (`program.LOADER_NAMES`, project subclasses).
+_LOADER_ENDINGS = ("Loader", "Sampler")
+#: A keyword whose value is not followed (`program.SPLAT`: not imported, the program imports this module).
+_NOT_FOLLOWED = ("k", "\x00splat")
+#: Dict methods that change it (other than `update`, which is followed): a dict changed by one is not read.
+_MUTATORS = frozenset({"pop", "popitem", "setdefault", "clear", "__setitem__", "__delitem__"})
+
+
+def _splat_keywords(tree: ast.Module) -> Dict[str, Dict[str, Any]]:
+    """call line -> keyword -> its summary form, for the loader calls whose keywords come through
+    `**name` dicts that this module builds where the call is (the function, else module level):
+    a literal, `dict(...)`, a conditional between such dicts, with `name.update(...)` and
+    `name["key"] = value` after it (under an `if`: the dict may or may not get them). The same
+    reading as `ValueTracer.dict_alternatives` over LibCST, here on `ast` for the program model
+    (`Hotness.loader_uses`, which pins loops over a loader built in another module):
+
+    * `pin_memory`: `["k", True]` when some way of building the dict sets it to `True` and every
+      way that sets it sets a literal bool (`if use_cuda: kwargs.update(pin_memory=True)` pins
+      whenever CUDA is used, which is where a blocking copy costs);
+    * `collate_fn`: present when some way sets it.
+
+    A call with a dict that may hide keys (built by a function, a parameter, `**vars(args)`, an
+    unreadable merge or change) is left out: nothing is said about it."""
+    scopes = _Scopes(tree)
+    out: Dict[str, Dict[str, Any]] = {}
+    for scope, statements in scopes.statements.items():
+        for stmt, _ in statements:
+            for call in _own_calls(stmt):
+                name = _dotted_name(call.func)
+                splats = [k.value for k in call.keywords if k.arg is None]
+                if not splats or name is None or not name.endswith(_LOADER_ENDINGS):
+                    continue  # (the program asks only about the calls it knows build loaders)
+                ways: List[_Dict] = [({}, True)]
+                for splat in splats:
+                    inner = scopes.read(splat, scope, 0)
+                    if inner is None:
+                        break
+                    ways = [({**items, **more}, a and b) for items, a in ways for more, b in inner]
+                else:
+                    if not ways or not all(complete for _, complete in ways) or len(ways) > _MAX_DICTS:
+                        continue
+                    got: Dict[str, Any] = {}
+                    pins = [items["pin_memory"] for items, _ in ways if "pin_memory" in items]
+                    if pins and all(isinstance(v, ast.Constant) and isinstance(v.value, bool) for v in pins) and any(v.value for v in pins):  # type: ignore[attr-defined]
+                        got["pin_memory"] = ["k", True]
+                    if any("collate_fn" in items for items, _ in ways):
+                        got["collate_fn"] = list(_NOT_FOLLOWED)
+                    if got:
+                        out[str(call.lineno)] = got
+    return out
+
+
+def _dotted_name(node: ast.AST) -> Optional[str]:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _own_calls(stmt: ast.stmt) -> Iterable[ast.Call]:
+    """The calls in a statement's own expressions (not in the statements of its blocks)."""
+    for field in stmt._fields:
+        value = getattr(stmt, field, None)
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if isinstance(v, (ast.expr, ast.keyword, ast.withitem)):
+                for node in ast.walk(v):
+                    if isinstance(node, ast.Call):
+                        yield node
+
+
+class _Scopes:
+    """The statements of each function (and of the module), with the conditional blocks around
+    each, and what the dicts bound there are made of."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        #: scope (a function, or None: module level) -> (statement, the conditional blocks around it)
+        self.statements: Dict[Any, List[Tuple[ast.stmt, Tuple[int, ...]]]] = {}
+        self.params: Dict[Any, Set[str]] = {}
+        self._walk(tree.body, None, ())
+        self._binds: Dict[Any, Dict[str, List[Tuple[Optional[ast.expr], Tuple[int, ...]]]]] = {}
+        #: scope -> name -> (line, changed dict -> dicts, conditional blocks) for updates and item writes
+        self._changes: Dict[Any, Dict[str, List[Tuple[int, Any, Tuple[int, ...]]]]] = {}
+
+    def _walk(self, body: List[ast.stmt], scope: Any, guards: Tuple[int, ...]) -> None:
+        for stmt in body:
+            self.statements.setdefault(scope, []).append((stmt, guards))
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                args = stmt.args
+                self.params[stmt] = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a is not None}
+                self._walk(stmt.body, stmt, ())
+                continue
+            if isinstance(stmt, ast.ClassDef):
+                continue
+            inner = guards + (id(stmt),) if isinstance(stmt, (ast.If, ast.For, ast.AsyncFor, ast.While)) else guards
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(stmt, field, None)
+                if isinstance(block, list):
+                    self._walk([s for s in block if isinstance(s, ast.stmt)], scope, inner)
+            for handler in getattr(stmt, "handlers", None) or ():
+                self._walk(handler.body, scope, guards + (id(handler),))
+            for case in getattr(stmt, "cases", None) or ():  # pragma: no cover - rare in training code
+                self._walk(case.body, scope, guards + (id(case),))
+
+    def _index(self, scope: Any) -> None:
+        if scope in self._binds:
+            return
+        binds: Dict[str, List[Tuple[Optional[ast.expr], Tuple[int, ...]]]] = {}
+        changes: Dict[str, List[Tuple[int, Any, Tuple[int, ...]]]] = {}
+        self._binds[scope], self._changes[scope] = binds, changes
+        for stmt, guards in self.statements.get(scope, ()):
+            if isinstance(stmt, ast.Assign):
+                for t in stmt.targets:
+                    if isinstance(t, ast.Name):
+                        binds.setdefault(t.id, []).append((stmt.value, guards))
+                    elif isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+                        key = t.slice
+                        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                            changes.setdefault(t.value.id, []).append((stmt.lineno, ("set", key.value, stmt.value), guards))
+                        else:
+                            changes.setdefault(t.value.id, []).append((stmt.lineno, ("unknown",), guards))
+                    else:
+                        for n in ast.walk(t):
+                            if isinstance(n, ast.Name):
+                                binds.setdefault(n.id, []).append((None, guards))
+            elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
+                target = stmt.target
+                if isinstance(target, ast.Name):
+                    binds.setdefault(target.id, []).append((stmt.value if isinstance(stmt, ast.AnnAssign) else None, guards))
+            elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.Delete, ast.Global, ast.Nonlocal)):
+                for n in ast.walk(stmt.target) if isinstance(stmt, (ast.For, ast.AsyncFor)) else ():
+                    if isinstance(n, ast.Name):
+                        binds.setdefault(n.id, []).append((None, guards))
+                for item in getattr(stmt, "items", None) or ():
+                    for n in ast.walk(item.optional_vars) if item.optional_vars is not None else ():
+                        if isinstance(n, ast.Name):
+                            binds.setdefault(n.id, []).append((None, guards))
+                for t in getattr(stmt, "targets", None) or ():  # `del d["k"]`
+                    root = t.value if isinstance(t, ast.Subscript) else t
+                    if isinstance(root, ast.Name):
+                        changes.setdefault(root.id, []).append((stmt.lineno, ("unknown",), guards))
+                for name in getattr(stmt, "names", None) or ():
+                    binds.setdefault(name, []).append((None, guards))
+            for call in _own_calls(stmt):
+                func = call.func
+                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+                    if func.attr == "update":
+                        changes.setdefault(func.value.id, []).append((call.lineno, ("update", call), guards))
+                    elif func.attr in _MUTATORS:
+                        changes.setdefault(func.value.id, []).append((call.lineno, ("unknown",), guards))
+
+    def read(self, expr: ast.expr, scope: Any, depth: int) -> Optional[List[_Dict]]:
+        """The dicts `expr` may be (None: not a dict this module builds, or too many ways)."""
+        if depth > 8:
+            return None
+        if isinstance(expr, ast.Dict):
+            ways: List[_Dict] = [({}, True)]
+            for key, value in zip(expr.keys, expr.values):
+                if key is None:  # `{**other}`
+                    got = self._merge(ways, value, scope, depth)
+                    if got is None:
+                        return None
+                    ways = got
+                elif isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    ways = [({**items, key.value: value}, complete) for items, complete in ways]
+                else:
+                    ways = [(items, False) for items, _ in ways]
+            return ways
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "dict":
+            return self._merge_call(expr, [({}, True)], scope, depth)
+        if isinstance(expr, ast.IfExp):
+            body, orelse = self.read(expr.body, scope, depth + 1), self.read(expr.orelse, scope, depth + 1)
+            if body is None or orelse is None or len(body) + len(orelse) > _MAX_DICTS:
+                return None
+            return body + orelse
+        if isinstance(expr, ast.Name):
+            return self._read_name(expr.id, scope, depth + 1)
+        return None
+
+    def _read_name(self, name: str, scope: Any, depth: int) -> Optional[List[_Dict]]:
+        if scope is not None:
+            if name in self.params.get(scope, ()):
+                return None
+            self._index(scope)
+            if name not in self._binds[scope] and name not in self._changes[scope]:
+                scope = None  # a module-level dict
+        self._index(scope)
+        bound = self._binds[scope].get(name)
+        if not bound or any(value is None for value, _ in bound):
+            return None
+        ways: List[_Dict] = []
+        for value, _ in bound:
+            got = self.read(value, scope, depth)  # type: ignore[arg-type]
+            if got is None:
+                return None
+            ways += got
+        if len(ways) > _MAX_DICTS:
+            return None
+        for _, change, guards in sorted(self._changes[scope].get(name, ()), key=lambda c: c[0]):
+            if change[0] == "set":
+                changed: Optional[List[_Dict]] = [({**items, change[1]: change[2]}, complete) for items, complete in ways]
+            elif change[0] == "update":
+                changed = self._merge_call(change[1], [(dict(items), complete) for items, complete in ways], scope, depth)
+            else:
+                return None
+            if changed is None:
+                return None
+            # under a condition the bindings are not under: it may or may not happen
+            if any(not all(g in bguards for _, bguards in bound) for g in guards):
+                ways = ways + changed
+            else:
+                ways = changed
+            if len(ways) > _MAX_DICTS:
+                return None
+        return ways
+
+    def _merge_call(self, call: ast.Call, ways: List[_Dict], scope: Any, depth: int) -> Optional[List[_Dict]]:
+        """`ways` with the entries of `dict(...)` / `d.update(...)` arguments added."""
+        for arg in call.args:
+            got = self._merge(ways, arg, scope, depth)
+            if got is None:
+                return None
+            ways = got
+        for kw in call.keywords:
+            if kw.arg is None:
+                got = self._merge(ways, kw.value, scope, depth)
+                if got is None:
+                    return None
+                ways = got
+            else:
+                ways = [({**items, kw.arg: kw.value}, complete) for items, complete in ways]
+        return ways
+
+    def _merge(self, ways: List[_Dict], expr: ast.expr, scope: Any, depth: int) -> Optional[List[_Dict]]:
+        """`ways` with the entries of the dict `expr` added; an unreadable one makes them incomplete."""
+        inner = self.read(expr, scope, depth + 1)
+        if inner is None:
+            return [(items, False) for items, _ in ways]
+        out = [({**items, **more}, a and b) for items, a in ways for more, b in inner]
+        return out if len(out) <= _MAX_DICTS else None
 
 
 def _functions(tree: ast.Module) -> Functions:

@@ -44,7 +44,7 @@ from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set
 from speedlint.analyzer.textscan import may_use_gpu, says_grad_off
 
 #: The summary format (bump when `summarize` changes what it records).
-SUMMARY_FORMAT = 8
+SUMMARY_FORMAT = 9
 
 #: In `passed_constants`: a call site that does not pass the parameter (its default applies).
 DEFAULT = "\x00default"
@@ -2323,6 +2323,11 @@ class Hotness:
                         got = table.setdefault(call[C_LINE], {})
                         for k, v in call[C_KWS].items():
                             got.setdefault(k, v)
+            # keywords read out of `**kwargs` dicts (`loader_program._splat_keywords`)
+            for at, kws in ((m.summary.get("loaders") or {}).get("splat_kws") or {}).items():
+                got = table.setdefault(int(at), {})
+                for k, v in kws.items():
+                    got.setdefault(k, v)
         return table.get(line, {})
 
     def _called_from_other_modules(self) -> Set[int]:

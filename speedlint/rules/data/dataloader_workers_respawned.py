@@ -17,7 +17,8 @@ class DataLoaderWorkersRespawned(Rule):
     Flags a `DataLoader` with one or more workers that is iterated once per epoch (inside an outer
     loop, or in a function called once per epoch) without `persistent_workers=True`. The worker
     count is traced like SPD101's (constants, argparse defaults, keyword dicts, config lookups,
-    config files). Loaders returned by helpers (as tuples or dicts), stored on `self`, passed on in
+    config files); a loader that has workers only on some path (`{"num_workers": 1, ...} if use_cuda
+    else {}`, a dict updated under an `if`) is flagged for that path. Loaders returned by helpers (as tuples or dicts), stored on `self`, passed on in
     lists, or iterated through wrappers (`tqdm`, `enumerate`, a project generator) in other
     modules count. A `persistent_workers: false` in a config file is reported on its line.
     Single-epoch scripts, loaders whose `persistent_workers` is already truthy (also through
@@ -59,7 +60,8 @@ class DataLoaderWorkersRespawned(Rule):
     Safe: adds `persistent_workers=True` when the worker count is a literal >= 1, otherwise
     `persistent_workers=<workers> > 0` (torch rejects persistent workers with 0 workers), next to
     `num_workers` (in the call, or in the keyword dict it comes from), or sets the config file's
-    value to `true`. A falsy value from a command-line option gets advice only. Keep in mind that persistent workers hold their copy of
+    value to `true`. A falsy value from a command-line option, or keywords built in several ways
+    (a conditional dict), get advice only. Keep in mind that persistent workers hold their copy of
     the dataset: a dataset object changed in the main process between epochs is not seen by them.
     """
 
@@ -81,7 +83,8 @@ class DataLoaderWorkersRespawned(Rule):
         if not is_dataloader(ctx, node):
             return
         workers = kwarg(ctx, node, "num_workers")
-        if workers.value is None or not workers.value.all(lambda v: isinstance(v, int) and v >= 1):
+        # workers on some path (`{"num_workers": 1, ...} if use_cuda else {}`): respawned there
+        if workers.value is None or not workers.value.all(_count) or not workers.value.any(lambda v: v >= 1):
             return
         persistent = kwarg(ctx, node, "persistent_workers")
         if persistent.unknown or (persistent.value is not None and persistent.value.any(bool)):
@@ -90,8 +93,10 @@ class DataLoaderWorkersRespawned(Rule):
         elsewhere = ctx.loader_use(node).get("epoch") if epoch is None and not self._rebuilt_where_iterated(node) else None
         if epoch is None and elsewhere is None:
             return
-        count = "/".join(str(v) for v in workers.value.options)
+        count = "/".join(str(v) for v in workers.value.options if v >= 1)
         message = f"{count} worker process(es) are started again every epoch: `persistent_workers` is not set"
+        if workers.value.any(lambda v: v == 0):
+            message += " (when workers are used: `num_workers` may also be 0)"
         if elsewhere is not None:
             message += f" (the loader is iterated every epoch at {elsewhere})"
         site = config_site(persistent)
@@ -159,6 +164,10 @@ class DataLoaderWorkersRespawned(Rule):
         if persistent.value is not None and persistent.value.kind in ("literal", "dict") and isinstance(origin, cst.Name) and origin.value == "False":
             return Fix.replace(origin, value, "Set `persistent_workers` (workers > 0)", SAFE)
         return None
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _single_pass(ctx, loop: cst.For) -> bool:  # type: ignore[no-untyped-def]

@@ -9,6 +9,7 @@ import libcst as cst
 from speedlint.analyzer.fixes import with_keyword
 from speedlint.analyzer.rule import LOW, MEDIUM, SAFE, Fix, Impact, Rule
 from speedlint.analyzer.providers.flow import flow
+from speedlint.analyzer.providers.loaders import kwarg
 
 _TRUE = cst.Name("True")
 
@@ -21,7 +22,11 @@ class BlockingHostToDeviceCopy(Rule):
     The batch is followed from the loop over the loader (`for x, y in loader`,
     `enumerate(loader)`, `tqdm(loader)`, `next(iter(loader))`, `self.train_loader`), through
     tuple unpacking, indexing, `batch.items()` and comprehensions, and into same-file helpers
-    the batch is passed to.
+    the batch is passed to. `pin_memory` is read like SPD102 reads it, also out of a `**kwargs`
+    dict (in this module, or the one that builds a loader iterated here): a dict that pins only
+    when CUDA is used (`if use_cuda: kwargs.update(pin_memory=True)`, `{...} if use_cuda else {}`)
+    counts as pinned, since that is where the copy costs. A dict that cannot be read (built by a
+    function, passed in, `**vars(args)`) says nothing.
 
     ## Why is this slow?
     Pinning is only half of the job: a copy from pinned memory without `non_blocking=True` still
@@ -155,7 +160,10 @@ class BlockingHostToDeviceCopy(Rule):
         return True
 
     def _pinned(self, loader: cst.Call) -> bool:
-        kw = self.ctx.values.kwarg(loader, "pin_memory")
+        """The loader pins memory, at least on some path: `pin_memory` set truthy, also in a
+        `**kwargs` dict that sets it only when CUDA is used (`if use_cuda: kwargs.update(...)`,
+        `{...} if use_cuda else {}`), which is where a blocking copy costs."""
+        kw = kwarg(self.ctx, loader, "pin_memory")
         if kw.missing:
             return False
         value = kw.value
@@ -164,7 +172,9 @@ class BlockingHostToDeviceCopy(Rule):
                 return True
             # `--pin-memory` with action="store_true": off by default, on when asked for
             return value.kind == "argparse" and isinstance(value.origin, cst.Call)
-        expr = kw.node.value if isinstance(kw.node, (cst.Arg, cst.DictElement)) else None
+        node = kw.node
+        # the expression that sets it (not a `**kwargs` splat we cannot read: its name says nothing)
+        expr = node.value if isinstance(node, cst.DictElement) or (isinstance(node, cst.Arg) and not node.star) else None
         if expr is None:
             return False
         return self._mentions_cuda(expr)
