@@ -1115,11 +1115,12 @@ class FileSeeds:
 
 
 class _Module:
-    __slots__ = ("id", "path", "shown", "name", "root", "summary", "is_package", "fids", "cids", "fids_by_q", "globals_env")
+    __slots__ = ("id", "path", "folder", "shown", "name", "root", "summary", "is_package", "fids", "cids", "fids_by_q", "globals_env")
 
     def __init__(self, mid: int, path: str, shown: str, summary: Dict[str, Any]) -> None:
         self.id = mid
         self.path = path
+        self.folder = os.path.dirname(path)
         self.shown = shown
         self.summary = summary
         self.name = ""
@@ -1201,7 +1202,8 @@ class Program:
         self._used: Dict[int, FrozenSet[str]] = {}
         self._method_memo: Dict[Tuple[int, str, bool], Optional[int]] = {}
         self._attr_memo: Dict[Tuple[str, str], FrozenSet[str]] = {}
-        self._module_memo: Dict[Tuple[int, str, int], Optional[int]] = {}
+        #: (module id, name, level) of a relative import, (folder, root, name) of an absolute one
+        self._module_memo: Dict[Tuple[Any, str, Any], Optional[int]] = {}
         self._module_class_memo: Dict[int, bool] = {}
         self.bases: List[List[int]] = [self._resolve_bases(cid) for cid in range(len(self.classes))]
         self.base_names: List[Set[str]] = [self._external_bases(cid) for cid in range(len(self.classes))]
@@ -1232,11 +1234,11 @@ class Program:
 
     # -- names and modules ----------------------------------------------------------------------
     def _find_module(self, mid: int, name: str, level: int) -> Optional[int]:
-        key = (mid, name, level)
+        m = self.modules[mid]
+        # an absolute import is found the same from every module of a folder
+        key = (mid, name, level) if level else (m.folder, m.root, name)
         if key in self._module_memo:
             return self._module_memo[key]
-        self._module_memo[key] = None
-        m = self.modules[mid]
         found: Optional[int] = None
         if level:
             package = m.name.split(".") if m.is_package else m.name.split(".")[:-1]
@@ -1247,7 +1249,7 @@ class Program:
         else:
             found = self._by_name_in(name, m.root)
             if found is None and name:  # a namespace package (a folder without __init__.py)
-                base = os.path.dirname(m.path)
+                base = m.folder
                 for _ in range(5):  # the importing file's folder and the ones above it
                     stem = os.path.join(base, *name.split("."))
                     found = self.by_path.get(stem + ".py", self.by_path.get(os.path.join(stem, "__init__.py")))
@@ -1259,8 +1261,7 @@ class Program:
                 if len(candidates) == 1:
                     found = candidates[0]
                 elif candidates:  # the closest one to the importing file
-                    folder = os.path.dirname(m.path)
-                    best = max(candidates, key=lambda c: len(os.path.commonpath([folder, self.modules[c].path])))
+                    best = max(candidates, key=lambda c: len(os.path.commonpath([m.folder, self.modules[c].path])))
                     found = best
         self._module_memo[key] = found
         return found
