@@ -2176,9 +2176,16 @@ class Hotness:
         out: Dict[int, Dict[str, Optional[List[Any]]]] = {}
         self.scalars: Dict[int, Set[str]] = {}
         calls = list(self._all_calls())
+        # per call: how many scalar parameters its caller had when it was last noted; what a call
+        # notes depends on those alone, and they only grow
+        noted_with = [-1] * len(calls)
         for _ in range(4):  # a step index passed on from forward to forward
             before = sum(len(v) for v in self.scalars.values())
-            for caller_fid, callee, call, skip, caller_mid in calls:
+            for k, (caller_fid, callee, call, skip, caller_mid) in enumerate(calls):
+                mine = len(self.scalars.get(caller_fid, ())) if caller_fid is not None else 0
+                if mine == noted_with[k]:
+                    continue  # it would note what it noted then
+                noted_with[k] = mine
                 self._note_scalars(caller_fid, callee, p.functions[callee][1], call, skip, self._body(caller_mid, caller_fid)["assign"])
             if sum(len(v) for v in self.scalars.values()) == before:
                 break
