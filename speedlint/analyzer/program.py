@@ -34,6 +34,7 @@ and whether the code that makes it hot may run on a GPU.
 from __future__ import annotations
 
 import ast
+import itertools
 import os
 import re
 import sys
@@ -1114,11 +1115,12 @@ class FileSeeds:
 
 
 class _Module:
-    __slots__ = ("id", "path", "shown", "name", "root", "summary", "is_package", "fids", "cids", "fids_by_q", "globals_env")
+    __slots__ = ("id", "path", "folder", "shown", "name", "root", "summary", "is_package", "fids", "cids", "fids_by_q", "globals_env")
 
     def __init__(self, mid: int, path: str, shown: str, summary: Dict[str, Any]) -> None:
         self.id = mid
         self.path = path
+        self.folder = os.path.dirname(path)
         self.shown = shown
         self.summary = summary
         self.name = ""
@@ -1200,7 +1202,8 @@ class Program:
         self._used: Dict[int, FrozenSet[str]] = {}
         self._method_memo: Dict[Tuple[int, str, bool], Optional[int]] = {}
         self._attr_memo: Dict[Tuple[str, str], FrozenSet[str]] = {}
-        self._module_memo: Dict[Tuple[int, str, int], Optional[int]] = {}
+        #: (module id, name, level) of a relative import, (folder, root, name) of an absolute one
+        self._module_memo: Dict[Tuple[Any, str, Any], Optional[int]] = {}
         self._module_class_memo: Dict[int, bool] = {}
         self.bases: List[List[int]] = [self._resolve_bases(cid) for cid in range(len(self.classes))]
         self.base_names: List[Set[str]] = [self._external_bases(cid) for cid in range(len(self.classes))]
@@ -1220,15 +1223,22 @@ class Program:
         self.ret_types: List[FrozenSet[str]] = [_NOTHING] * n
         self.edges: List[List[Tuple[int, int, Any]]] = [[] for _ in range(n)]  # fid -> [(call index, callee fid, ...)]
         self.module_edges: List[List[Tuple[int, int]]] = [[] for _ in self.modules]
+        #: what each function read in its latest visit of the rounds, flat: kind, key, key, value
+        #: for each (`_inputs_unchanged`)
+        self._inputs: List[Tuple[Any, ...]] = [()] * n
+        #: what the visit under way reads: (kind, key, key) -> the value (`_input`)
+        self._reads: Optional[Dict[Tuple[str, Any, Any], Any]] = None
+        self._param_version: List[int] = [0] * n  # counts the changes of `param_types[fid]`
+        self._ret_elems_version: List[int] = [0] * n  # and of `ret_elems[fid]`
         self._infer()
 
     # -- names and modules ----------------------------------------------------------------------
     def _find_module(self, mid: int, name: str, level: int) -> Optional[int]:
-        key = (mid, name, level)
+        m = self.modules[mid]
+        # an absolute import is found the same from every module of a folder
+        key = (mid, name, level) if level else (m.folder, m.root, name)
         if key in self._module_memo:
             return self._module_memo[key]
-        self._module_memo[key] = None
-        m = self.modules[mid]
         found: Optional[int] = None
         if level:
             package = m.name.split(".") if m.is_package else m.name.split(".")[:-1]
@@ -1239,7 +1249,7 @@ class Program:
         else:
             found = self._by_name_in(name, m.root)
             if found is None and name:  # a namespace package (a folder without __init__.py)
-                base = os.path.dirname(m.path)
+                base = m.folder
                 for _ in range(5):  # the importing file's folder and the ones above it
                     stem = os.path.join(base, *name.split("."))
                     found = self.by_path.get(stem + ".py", self.by_path.get(os.path.join(stem, "__init__.py")))
@@ -1251,8 +1261,7 @@ class Program:
                 if len(candidates) == 1:
                     found = candidates[0]
                 elif candidates:  # the closest one to the importing file
-                    folder = os.path.dirname(m.path)
-                    best = max(candidates, key=lambda c: len(os.path.commonpath([folder, self.modules[c].path])))
+                    best = max(candidates, key=lambda c: len(os.path.commonpath([m.folder, self.modules[c].path])))
                     found = best
         self._module_memo[key] = found
         return found
@@ -1453,11 +1462,14 @@ class Program:
             self._attr_memo.clear()  # attribute types grow from round to round
             self._sets.clear()
             for fid, (mid, fn) in enumerate(self.functions):
+                if round_ and self._inputs_unchanged(fid):
+                    continue  # its visit would give what it gave last time: nothing new
                 if self._visit_function(fid, mid, fn, final=round_ == self.ROUNDS - 1):
                     changed = True
             if not changed:
                 break  # the edges of this round are final
         # what only the rounds needed (asked again later, it is computed again)
+        self._inputs = []
         self._used.clear()
         self._attr_memo.clear()
         self._outer_memo.clear()
@@ -1467,9 +1479,58 @@ class Program:
             for call_index, callee in edges:
                 self.callers[callee].append((fid, call_index))
 
+    def _inputs_unchanged(self, fid: int) -> bool:
+        """Whether every input of the latest visit of `fid` (the types it read: its parameters',
+        the returns, attributes and module names it used, ...) reads the same now. Then a visit
+        would compute what that one did, and what it would add (unions) is there already. The
+        inputs are read again in the order the visit first read them, up to the first that
+        differs: the round's memos (attribute types, module names, closures' names), which
+        whatever asks first fills, are filled at the same points and with the same values as a
+        visit of every function would fill them, and each round ends as evaluating every
+        function would end it."""
+        inputs = iter(self._inputs[fid])
+        for kind, a, b, seen in zip(inputs, inputs, inputs, inputs):
+            got = self._input(fid, kind, a, b)
+            if got is not seen and got != seen:
+                return False
+        return True
+
+    def _input(self, fid: int, kind: str, a: Any, b: Any) -> Any:
+        """What the input `kind` `a` `b` of a visit of `fid` is now (`_reads`)."""
+        if kind == "a":  # an attribute of an object
+            return self._attr(a, b)
+        if kind == "s":  # a module-level name of a module
+            return self.symbol(a, b)
+        if kind == "r":  # what a function returns
+            return self.ret_types[a]
+        if kind == "p":  # the function's parameters (a version)
+            return self._param_version[fid]
+        if kind == "e":  # each position of the literal tuple a function returns (a version)
+            return self._ret_elems_version[a]
+        if kind == "o":  # a name of an enclosing function (a copy: the set may grow after)
+            return frozenset(self._outer_name(a, b))
+        if kind == "q":  # a position of the literal sequence a parameter is given (a copy)
+            got = self._param_element(fid, a, b)
+            return None if got is None else frozenset(got)
+        if kind == "x":  # some call does not give a parameter a literal sequence
+            known = self.param_elems.get(a, {})
+            return b in known and known[b] is None
+        if kind == "m":  # a parameter may be many things already
+            got = self.param_types[a].get(b)
+            return got is not None and len(got) > MAX_TYPES
+        raise ValueError(kind)
+
+    def _read(self, fid: int, kind: str, a: Any, b: Any) -> Any:
+        got = self._input(fid, kind, a, b)
+        if self._reads is not None:
+            self._reads.setdefault((kind, a, b), got)
+        return got
+
     def _local_env(self, mid: int, fid: Optional[int], fn: Dict[str, Any]) -> Dict[str, Set[str]]:
         env: Dict[str, Set[str]] = {}
         if fid is not None:
+            if self._reads is not None:
+                self._reads.setdefault(("p", None, None), self._param_version[fid])
             for p, t in self.param_types[fid].items():
                 env[p] = set(t)
             cid = self.fn_class[fid]
@@ -1503,7 +1564,19 @@ class Program:
         got = self._outer_memo.get(fid)
         if got is None:
             self._outer_memo[fid] = {}  # a closure read while it is computed: nothing yet
-            got = self._outer_memo[fid] = self._local_env(mid, fid, fn)
+            reads, self._reads = self._reads, None  # its reader notes the value it reads
+            try:
+                got = self._outer_memo[fid] = self._local_env(mid, fid, fn)
+            finally:
+                self._reads = reads
+        return got
+
+    def _outer_name(self, ofid: int, name: str) -> Set[str]:
+        """What `name` of the enclosing function `ofid` may be, for a closure."""
+        omid, ofn = self.functions[ofid]
+        got = self._outer_env(omid, ofid, ofn).get(name, set())
+        if self._reads is not None:
+            self._reads.setdefault(("o", ofid, name), frozenset(got))
         return got
 
     def eval(self, mid: int, fid: Optional[int], expr: Any, env: Dict[str, Set[str]], depth: int = 0) -> Set[str]:
@@ -1521,12 +1594,19 @@ class Program:
                     for ofid in self.modules[mid].fids_by_q.get(outer, ()):
                         ofn = self.functions[ofid][1]
                         if name in ofn["assign"]:
-                            return self._outer_env(mid, ofid, ofn).get(name, set())
-            return self.symbol(mid, name)
+                            return self._outer_name(ofid, name)
+            got = self.symbol(mid, name)
+            if self._reads is not None:
+                self._reads.setdefault(("s", mid, name), got)
+            return got
         if tag == "a":
             out: Set[str] = set()
+            reads = self._reads
             for o in self.eval(mid, fid, expr[1], env, depth + 1):
-                out |= self._attr(o, expr[2])
+                got = self._attr(o, expr[2])
+                if reads is not None:
+                    reads.setdefault(("a", o, expr[2]), got)
+                out |= got
             return out
         if tag == "c":
             out = set()
@@ -1595,11 +1675,18 @@ class Program:
         if kind == "C":
             return {f"I:{rest}"}
         if kind in ("F", "B"):
-            return self.ret_types[int(rest)]
-        if kind == "I":
-            target = self._instance_call_target(int(rest))
-            return self.ret_types[target] if target is not None else _NOTHING
-        return set()
+            target = int(rest)
+        elif kind == "I":
+            found = self._instance_call_target(int(rest))
+            if found is None:
+                return _NOTHING
+            target = found
+        else:
+            return set()
+        got = self.ret_types[target]
+        if self._reads is not None:
+            self._reads.setdefault(("r", target, None), got)
+        return got
 
     def _instance_call_target(self, cid: int) -> Optional[int]:
         target = self.method(cid, "__call__")
@@ -1623,6 +1710,17 @@ class Program:
         return []
 
     def _visit_function(self, fid: int, mid: int, fn: Dict[str, Any], final: bool) -> bool:
+        """Evaluate a function once more; whether that added anything. What it reads is kept for
+        the next round (`_inputs_unchanged`)."""
+        self._reads = {}
+        try:
+            changed = self._visit(fid, mid, fn)
+            self._inputs[fid] = tuple(itertools.chain.from_iterable((*key, got) for key, got in self._reads.items()))
+        finally:
+            self._reads = None
+        return changed
+
+    def _visit(self, fid: int, mid: int, fn: Dict[str, Any]) -> bool:
         env = self._local_env(mid, fid, fn)
         changed = False
         cid = self.fn_class[fid]
@@ -1641,6 +1739,7 @@ class Program:
             self.ret_types[fid] = self.ret_types[fid] | ret
             changed = True
         if fn["returns"] and self._note_returned_elements(fid, mid, fn, env):
+            self._ret_elems_version[fid] += 1
             changed = True
         edges = []
         for i, call in enumerate(fn["calls"]):
@@ -1657,25 +1756,28 @@ class Program:
                         continue
                     if self._note_elements(callee, name, mid, fid, a, env):
                         changed = True
-                    got = ptypes.get(name)
-                    if got is not None and len(got) > MAX_TYPES:
+                    if self._read(fid, "m", callee, name):
                         continue  # already many things: stop refining it
                     new = self.eval(mid, fid, a, env)
+                    got = ptypes.get(name)
                     if new and (got is None or not new <= got):
                         ptypes.setdefault(name, set()).update(new)
+                        self._param_version[callee] += 1
                         changed = True
         self.edges[fid] = edges
         return changed
 
-    def _note_elements(self, callee: int, name: str, mid: int, fid: Optional[int], arg: Any, env: Dict[str, Set[str]]) -> bool:
+    def _note_elements(self, callee: int, name: str, mid: int, fid: int, arg: Any, env: Dict[str, Set[str]]) -> bool:
         """A parameter that every call site gives a literal tuple or list (`[train_loader,
         val_loader]`): the types of each position, so that `a, b = loaders` stays precise."""
-        known = self.param_elems.setdefault(callee, {})
-        if name in known and known[name] is None:
-            return False
         if arg is None or arg[0] != "t" or len(arg) < 3:
-            known[name] = None
+            if self._input(fid, "x", callee, name):
+                return False  # some call does not give it a literal sequence
+            self.param_elems.setdefault(callee, {})[name] = None
             return True
+        if self._read(fid, "x", callee, name):  # an input: it decides what this visit evaluates
+            return False
+        known = self.param_elems.setdefault(callee, {})
         elems = [self.eval(mid, fid, e, env) for e in arg[1]]
         have = known.get(name)
         if have is None:
@@ -1718,18 +1820,29 @@ class Program:
         if inner is not None and inner[0] == "c" and env is not None:
             out: Set[str] = set()
             for o in self.eval(mid, fid, inner[1], env, 1):
-                elems = self.ret_elems.get(int(o[2:])) if o[0] in "FB" else None
+                if o[0] not in "FB":
+                    return None
+                callee = int(o[2:])
+                if self._reads is not None:
+                    self._reads.setdefault(("e", callee, None), self._ret_elems_version[callee])
+                elems = self.ret_elems.get(callee)
                 if not elems or index >= len(elems):
                     return None
                 out |= elems[index]
             return out or None
         if fid is None or inner is None or inner[0] != "n":
             return None
-        elems = self.param_elems.get(fid, {}).get(inner[1])
         fn = self.functions[fid][1]
-        if not elems or index >= len(elems) or inner[1] in fn["assign"] or inner[1] not in fn["params"]:
+        if inner[1] in fn["assign"] or inner[1] not in fn["params"]:
             return None
-        return elems[index]
+        got = self._param_element(fid, inner[1], index)
+        if self._reads is not None:
+            self._reads.setdefault(("q", inner[1], index), None if got is None else frozenset(got))
+        return got
+
+    def _param_element(self, fid: int, name: str, index: int) -> Optional[Set[str]]:
+        elems = self.param_elems.get(fid, {}).get(name)
+        return elems[index] if elems and index < len(elems) else None
 
     def _callees(self, objs: Set[str]) -> List[Tuple[int, int]]:
         """What calling a value that may be any of `objs` runs. A value that may be many plain
@@ -2063,9 +2176,16 @@ class Hotness:
         out: Dict[int, Dict[str, Optional[List[Any]]]] = {}
         self.scalars: Dict[int, Set[str]] = {}
         calls = list(self._all_calls())
+        # per call: how many scalar parameters its caller had when it was last noted; what a call
+        # notes depends on those alone, and they only grow
+        noted_with = [-1] * len(calls)
         for _ in range(4):  # a step index passed on from forward to forward
             before = sum(len(v) for v in self.scalars.values())
-            for caller_fid, callee, call, skip, caller_mid in calls:
+            for k, (caller_fid, callee, call, skip, caller_mid) in enumerate(calls):
+                mine = len(self.scalars.get(caller_fid, ())) if caller_fid is not None else 0
+                if mine == noted_with[k]:
+                    continue  # it would note what it noted then
+                noted_with[k] = mine
                 self._note_scalars(caller_fid, callee, p.functions[callee][1], call, skip, self._body(caller_mid, caller_fid)["assign"])
             if sum(len(v) for v in self.scalars.values()) == before:
                 break
