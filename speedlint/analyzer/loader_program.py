@@ -23,7 +23,7 @@ import ast
 import re
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
-from speedlint.analyzer.configs.summary import block_statements, all_statements
+from speedlint.analyzer.configs.summary import all_statements, block_statements, dotted_name
 
 #: `program.Hotness` and `program.FileSeeds` (not imported: the program imports this module)
 Hotness = Any
@@ -102,7 +102,7 @@ def _splat_keywords(tree: ast.Module) -> Dict[str, Dict[str, Any]]:
     for scope, statements in scopes.statements.items():
         for stmt, _ in statements:
             for call in _own_calls(stmt):
-                name = _dotted_name(call.func)
+                name = dotted_name(call.func)
                 splats = [k.value for k in call.keywords if k.arg is None]
                 if not splats or name is None or not name.endswith(_LOADER_ENDINGS):
                     continue  # (the program asks only about the calls it knows build loaders)
@@ -124,17 +124,6 @@ def _splat_keywords(tree: ast.Module) -> Dict[str, Dict[str, Any]]:
                     if got:
                         out[str(call.lineno)] = got
     return out
-
-
-def _dotted_name(node: ast.AST) -> Optional[str]:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
 
 
 def _own_calls(stmt: ast.stmt) -> Iterable[ast.Call]:

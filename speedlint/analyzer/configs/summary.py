@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import ast
 import posixpath
-import re
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 #: Calls that read a config from a file object, a string or a path: qualified name -> format.
@@ -47,15 +46,16 @@ _PATH_WRAPPERS = frozenset({"abspath", "realpath", "normpath", "expanduser", "st
 _CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml", ".ini", ".cfg", ".conf")
 
 
-def _dotted(node: ast.AST) -> Optional[str]:
+def dotted_name(node: ast.AST) -> Optional[str]:
     """`a.b.c` for a name or an attribute chain, else None."""
-    if not isinstance(node, (ast.Name, ast.Attribute)):
-        return None
-    text = ast.unparse(node)
-    return text if _NAME_CHAIN.fullmatch(text) else None
-
-
-_NAME_CHAIN = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
 
 
 class _ConfigFacts:
@@ -71,7 +71,7 @@ class _ConfigFacts:
 
     # names -----------------------------------------------------------------------------------
     def qualname(self, node: ast.AST) -> str:
-        d = _dotted(node)
+        d = dotted_name(node)
         if d is None:
             return ""
         head, _, rest = d.partition(".")
@@ -170,7 +170,7 @@ class _ConfigFacts:
         if isinstance(node, ast.Attribute):
             if node.attr == "parent":
                 return _dirname(self.path(node.value, binds, params, depth + 1))
-            base = _dotted(node.value)
+            base = dotted_name(node.value)
             if base is not None and "." not in base and base not in self.imports:  # `args.config`, `opt.cfg`
                 return ["arg", node.attr, ""]
             return None
@@ -212,7 +212,7 @@ class _ConfigFacts:
                         opened[item.optional_vars.id] = spec
             elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
                 target, value = stmt.targets[0], stmt.value
-                name = target.id if isinstance(target, ast.Name) else _dotted(target) if isinstance(target, ast.Attribute) else None
+                name = target.id if isinstance(target, ast.Name) else dotted_name(target) if isinstance(target, ast.Attribute) else None
                 if name is None:
                     continue
                 if isinstance(value, ast.Call):
@@ -249,17 +249,17 @@ class _ConfigFacts:
         func = call.func
         if not isinstance(func, ast.Attribute):
             return
-        owner = _dotted(func.value)
+        owner = dotted_name(func.value)
         if func.attr in ("read", "read_file") and owner in parsers and call.args:  # parser.read(path)
             spec = self.path(call.args[0], binds, params, 0) if func.attr == "read" else self._opened(call.args[0], binds, params)
             self.loads.append([line, owner, "ini", spec, call.lineno])
         elif func.attr == "update" and len(call.args) == 1:
             base = func.value
             target = None
-            if isinstance(base, ast.Call) and _dotted(base.func) == "vars" and len(base.args) == 1:
-                target = _dotted(base.args[0])  # vars(args).update(cfg)
+            if isinstance(base, ast.Call) and dotted_name(base.func) == "vars" and len(base.args) == 1:
+                target = dotted_name(base.args[0])  # vars(args).update(cfg)
             elif isinstance(base, ast.Attribute) and base.attr == "__dict__":
-                target = _dotted(base.value)  # args.__dict__.update(cfg)
+                target = dotted_name(base.value)  # args.__dict__.update(cfg)
             source = _access(call.args[0])
             if target is not None and source is not None:
                 self.fills.append([line, target, source, True])
@@ -279,8 +279,8 @@ class _ConfigFacts:
         if source is None:
             return
         for stmt in loop.body:
-            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and _dotted(stmt.value.func) == "setattr" and len(stmt.value.args) == 3:
-                target = _dotted(stmt.value.args[0])
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and dotted_name(stmt.value.func) == "setattr" and len(stmt.value.args) == 3:
+                target = dotted_name(stmt.value.args[0])
                 if target is not None:
                     self.fills.append([line, target, source, True])
 
