@@ -42,6 +42,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
+from speedlint.analyzer.configs.summary import dotted_name as _dotted
 from speedlint.analyzer.textscan import may_use_gpu, says_grad_off
 
 #: The summary format (bump when `summarize` changes what it records).
@@ -119,16 +120,6 @@ LOADER_NAMES = frozenset({
 
 
 # -- summaries ------------------------------------------------------------------------------------
-def _dotted(node: ast.AST) -> Optional[str]:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
 
 def _expr(node: Optional[ast.AST], depth: int = 0) -> Any:
     """The symbolic form of an expression (None when it says nothing useful for calls)."""
@@ -1464,7 +1455,7 @@ class Program:
             for fid, (mid, fn) in enumerate(self.functions):
                 if round_ and self._inputs_unchanged(fid):
                     continue  # its visit would give what it gave last time: nothing new
-                if self._visit_function(fid, mid, fn, final=round_ == self.ROUNDS - 1):
+                if self._visit_function(fid, mid, fn):
                     changed = True
             if not changed:
                 break  # the edges of this round are final
@@ -1709,7 +1700,7 @@ class Program:
             return [(target, 1)] if target is not None else []
         return []
 
-    def _visit_function(self, fid: int, mid: int, fn: Dict[str, Any], final: bool) -> bool:
+    def _visit_function(self, fid: int, mid: int, fn: Dict[str, Any]) -> bool:
         """Evaluate a function once more; whether that added anything. What it reads is kept for
         the next round (`_inputs_unchanged`)."""
         self._reads = {}
