@@ -20,6 +20,7 @@ import libcst as cst
 
 from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.providers.names import dotted
+from speedlint.analyzer.providers import walk
 
 OLD = {"torch.cuda.amp.autocast": "autocast", "torch.cuda.amp.GradScaler": "GradScaler"}
 AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
@@ -130,7 +131,7 @@ def _cuda_amp_module_imports(ctx: FileContext) -> List[cst.ImportFrom]:
             if any(dotted(alias.name) == "amp" for alias in node.names):
                 found.append(node)
 
-    ctx.module.visit(V())
+    walk.visit(ctx.module, V())
     return found
 
 
@@ -142,7 +143,7 @@ def _amp_imports(ctx: FileContext) -> List[cst.ImportFrom]:
             if node.module is not None and not node.relative and dotted(node.module) == "torch.cuda.amp" and not isinstance(node.names, cst.ImportStar):
                 found.append(node)
 
-    ctx.module.visit(V())
+    walk.visit(ctx.module, V())
     return found
 
 

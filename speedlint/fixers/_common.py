@@ -24,6 +24,7 @@ from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.inference import iter_nodes
 from speedlint.analyzer.textscan import says_autocast
+from speedlint.analyzer.providers import walk
 
 Loop = Union[cst.For, cst.While]
 Block = Union[cst.IndentedBlock, cst.Module]
@@ -377,7 +378,7 @@ def self_bindings(ctx: FileContext, cls: Optional[cst.ClassDef], attr: str) -> L
                     if dotted(t.target) == f"self.{attr}":
                         out.append(node)
 
-        c.visit(V())
+        walk.visit(c, V())
     return out
 
 

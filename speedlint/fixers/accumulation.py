@@ -28,6 +28,7 @@ from libcst.codemod import Codemod, CodemodContext
 from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.training import SCHEDULER_HINT
+from speedlint.analyzer.providers import walk
 from speedlint.fixers._common import (
     Edits,
     Loop,
@@ -131,7 +132,7 @@ def _has_modulo(expr: cst.CSTNode) -> bool:
             if isinstance(node.operator, cst.Modulo):
                 found.append(node)
 
-    expr.visit(V())
+    walk.visit(expr, V())
     return bool(found)
 
 

@@ -33,6 +33,7 @@ from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.fixes import with_keyword
 from speedlint.analyzer.providers.flow import flow
 from speedlint.analyzer.providers.names import dotted
+from speedlint.analyzer.providers import walk
 from speedlint.fixers import _amp_api
 from speedlint.fixers._common import (
     SCALER_NAMES,
@@ -413,7 +414,7 @@ def _assigns(stmt: cst.CSTNode, name: str) -> bool:
             if name in _names_of(node.target):
                 found.append(node)
 
-    stmt.visit(V())
+    walk.visit(stmt, V())
     return bool(found)
 
 
@@ -645,7 +646,7 @@ def _fresh_attr(ctx: FileContext, cls: cst.ClassDef, base: str) -> str:
         def visit_Attribute(self, node: cst.Attribute) -> None:
             used.add(node.attr.value)
 
-    cls.visit(V())
+    walk.visit(cls, V())
     name, i = base, 2
     while name in used:
         name, i = f"{base}{i}", i + 1

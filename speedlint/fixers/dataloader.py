@@ -38,6 +38,7 @@ from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.fixes import MAX_LINE, add_keywords, code_of, explode, is_multiline
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.loaders import LoaderFacts, kwarg, loader_facts, loader_kind, sync_loading
+from speedlint.analyzer.providers import walk
 
 WORKERS_CODE = "min(8, os.cpu_count() or 1)"
 PIN_CODE = "torch.cuda.is_available()"
@@ -290,7 +291,7 @@ def target_names(target: cst.BaseExpression) -> List[str]:
 def _names_bound(stmts: Sequence[cst.CSTNode]) -> set:
     v = _Bound()
     for s in stmts:
-        s.visit(v)
+        walk.visit(s, v)
     return v.names
 
 
@@ -306,7 +307,7 @@ class _Reads(cst.CSTVisitor):
 def _names_read_per_sample(ctx: FileContext) -> set:
     v = _Reads()
     for fn in ctx.torch.sample_functions:
-        fn.body.visit(v)
+        walk.visit(fn.body, v)
     return v.names
 
 

@@ -8,6 +8,7 @@ import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, MEDIUM, SAFE, Fix, Impact, Rule
 from speedlint.analyzer.providers.loaders import loader_facts
+from speedlint.analyzer.providers import walk
 
 _SIZE_ATTRS = ("shape", "size", "dtype", "ndim", "dim", "numel")
 
@@ -184,7 +185,7 @@ class DataLoaderMaterialized(Rule):
         fn = facts.enclosing_function(assign)
         scope = fn.body if fn is not None else self.ctx.module
         finder = _NameFinder(var.value)
-        scope.visit(finder)
+        walk.visit(scope, finder)
         targets = {id(n) for n in _names(assign.targets[0].target)} if isinstance(assign, cst.Assign) else set()
         return [n for n in finder.found if id(n) not in targets and facts.enclosing_function(n) is fn]
 
@@ -233,5 +234,5 @@ class _NameFinder(cst.CSTVisitor):
             self.found.append(node)
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
+        walk.visit(node.value, self)
         return False

@@ -13,6 +13,7 @@ from speedlint.analyzer.providers.hot import callers
 from speedlint.analyzer.providers.loaders import target_names
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, LOW, MEDIUM, Fix, Impact, Rule, Status
+from speedlint.analyzer.providers import walk
 
 #: Parsing a file format, building a structure or extracting features: the same result every
 #: epoch. Qualified-name prefixes (a call of anything under them).
@@ -328,7 +329,7 @@ class DatasetHeavyGetitem(Rule):
 
     def _random_expr(self, expr: cst.BaseExpression, fn: cst.FunctionDef) -> bool:
         finder = _CallNames(self.ctx)
-        expr.visit(finder)
+        walk.visit(expr, finder)
         if any(q.startswith(RANDOM) for q in finder.names):
             return True
         return bool(_reads(expr) & self._random_locals(fn))
@@ -340,7 +341,7 @@ class DatasetHeavyGetitem(Rule):
             for _ in range(2):
                 for stmt in _assignments(fn):
                     finder = _CallNames(self.ctx)
-                    stmt.value.visit(finder)
+                    walk.visit(stmt.value, finder)
                     if any(q.startswith(RANDOM) for q in finder.names) or _reads(stmt.value) & got:
                         for t in stmt.targets:
                             got.update(target_names(t.target))
@@ -554,20 +555,20 @@ def _derived(fn: cst.FunctionDef, names: Set[str]) -> Set[str]:
 
 def _bindings(fn: cst.FunctionDef) -> List[Tuple[cst.BaseExpression, List[cst.BaseExpression]]]:
     collector = _AssignCollector()
-    fn.body.visit(collector)
+    walk.visit(fn.body, collector)
     return collector.bindings
 
 
 def _loop_targets(fn: cst.FunctionDef) -> Set[str]:
     """Names a `for` loop of `fn` binds: one value per iteration (per item in `__iter__`)."""
     collector = _AssignCollector()
-    fn.body.visit(collector)
+    walk.visit(fn.body, collector)
     return collector.loop_targets
 
 
 def _assignments(fn: cst.FunctionDef) -> List[cst.Assign]:
     collector = _AssignCollector()
-    fn.body.visit(collector)
+    walk.visit(fn.body, collector)
     return collector.found
 
 
@@ -596,7 +597,7 @@ class _AssignCollector(cst.CSTVisitor):
 
 def _reads(expr: cst.CSTNode) -> Set[str]:
     finder = _NameReads()
-    expr.visit(finder)
+    walk.visit(expr, finder)
     return finder.names
 
 
@@ -616,7 +617,7 @@ class _NameReads(cst.CSTVisitor):
             self.names.add(node.value)
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
+        walk.visit(node.value, self)
         return False
 
 
@@ -628,7 +629,7 @@ class _Plain(cst.CSTVisitor):
     @staticmethod
     def of(expr: cst.CSTNode) -> Set[str]:
         finder = _Plain()
-        expr.visit(finder)
+        walk.visit(expr, finder)
         return finder.names
 
     def visit_Name(self, node: cst.Name) -> None:

@@ -167,11 +167,6 @@ class NoGradInference(Rule):
         inference_method = (
             INFERENCE_VERB.search(node.name.value) and facts.function_class.get(node) is not None and not training and not _is_stub(node)
         )
-        if updates_parameters(self.ctx, node.body) or not (inference_method or self.models.runs_forward(node.body)):
-            return
-        escapes = Escapes(self.ctx, self.models, node, node.body, whole_function=True)
-        if escapes.training_bound:
-            return  # (tensors it returns make the fix unsafe, not the finding wrong)
         # (loops under this decorator are eval loops for the provider by construction: no evidence)
         if facts.is_eval_function(node):
             where = f"on `{node.name.value}()`, an evaluation function"
@@ -185,6 +180,12 @@ class NoGradInference(Rule):
             where = f"on `{node.name.value}()`, which puts the model in eval mode"
         else:
             return
+        # (the cheap tests above first: what follows reads the whole function, and callees)
+        if updates_parameters(self.ctx, node.body) or not (inference_method or self.models.runs_forward(node.body)):
+            return
+        escapes = Escapes(self.ctx, self.models, node, node.body, whole_function=True)
+        if escapes.training_bound:
+            return  # (tensors it returns make the fix unsafe, not the finding wrong)
         dec = decorators[0].decorator
         target = dec.func if isinstance(dec, cst.Call) else dec
         self._report(dec, target, where, escapes, bare=not isinstance(dec, cst.Call))

@@ -10,6 +10,7 @@ import libcst as cst
 from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, SAFE, Fix, Impact, Rule
+from speedlint.analyzer.providers import walk
 
 #: Concatenations whose `f([x, y]) ... f([x, z])` chain equals one `f([x, y, z])`.
 CONCAT = (
@@ -207,7 +208,7 @@ class CatInLoop(Rule):
         text = self.ctx.code(target)
         found: List[_Occurrence] = []
         collector = _Collector(self.ctx, text, isinstance(target, cst.Name))
-        loop.visit(collector)
+        walk.visit(loop, collector)
         if self.ctx.matches(call.func, *APPEND):
             operands = {id(call.args[0].value)}
         else:
@@ -360,7 +361,7 @@ class CatInLoop(Rule):
         if root is None:
             return isinstance(piece, (cst.Call, cst.BinaryOperation, cst.UnaryOperation))
         checker = _InPlaceWrites(self.ctx, root)
-        loop.visit(checker)
+        walk.visit(loop, checker)
         return not checker.found
 
     def _bound_before(self, target: cst.Name, loop: cst.CSTNode) -> bool:
@@ -368,7 +369,7 @@ class CatInLoop(Rule):
         fn = facts.enclosing_function(loop)
         scope: cst.CSTNode = fn if fn is not None else self.ctx.module
         binder = _Binders(target.value)
-        scope.visit(binder)
+        walk.visit(scope, binder)
         if fn is not None and any(
             p.name.value == target.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)
         ):
@@ -487,7 +488,7 @@ def _invariant(expr: cst.BaseExpression, assigned: Set[str]) -> bool:
 
 def _names_assigned_in(node: cst.CSTNode) -> Set[str]:
     collector = _Assigned()
-    node.visit(collector)
+    walk.visit(node, collector)
     return collector.names
 
 

@@ -11,6 +11,7 @@ from speedlint.analyzer.providers.flow import flow
 from speedlint.analyzer.providers.hot import hook_of
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, LOW, MEDIUM, Fix, Impact, Rule, Status
+from speedlint.analyzer.providers import walk
 
 #: Attributes and methods only tensors (and arrays) have: evidence that a name holds a tensor.
 TENSOR_ATTRS = frozenset(
@@ -440,7 +441,7 @@ class PythonLoopOverBatch(Rule):
             if documented is not None:
                 return documented
         finder = _TensorUse(self.ctx, name)
-        (scope.body if isinstance(scope, cst.FunctionDef) else scope).visit(finder)
+        walk.visit((scope.body if isinstance(scope, cst.FunctionDef) else scope), finder)
         if finder.sequence:
             return False
         return True if finder.found else None
@@ -451,7 +452,7 @@ class PythonLoopOverBatch(Rule):
         The loop's own target is bound afresh each iteration (`length = length.item()` is not one)."""
         facts = self.ctx.torch
         collector = _Flow()
-        loop.body.visit(collector)
+        walk.visit(loop.body, collector)
         fresh = _names(loop.target)
         for name, stmts in collector.assigned.items():
             if name in fresh:
@@ -471,19 +472,19 @@ class PythonLoopOverBatch(Rule):
         written into a per-sample slice (`mask[i, n:] = 0`) is a mask: both vectorise."""
         names = ({index} if index else set()) | tracked
         finder = _RaggedSlice(names, _local_sums(body))
-        body.visit(finder)
+        walk.visit(body, finder)
         return finder.found
 
     def _tensor_work(self, body: cst.CSTNode, index: Optional[str], tracked: Set[str], scope: Scope) -> bool:
         finder = _PerElementWork(self, scope, index, tracked)
-        body.visit(finder)
+        walk.visit(body, finder)
         return finder.found
 
     def _filled_rows(self, body: cst.CSTNode, index: str, tracked: Set[str], scope: Scope) -> Optional[cst.Name]:
         """The tensor whose rows the loop fills with a constant up to or from a per-sample bound
         (`mask[i, n:] = 0`, `labels[i, :k].fill_(-100)`), as written there; else None."""
         finder = _RowFills(index, tracked | {index})
-        body.visit(finder)
+        walk.visit(body, finder)
         for name in finder.tensors:
             if self._is_tensor(name, scope):
                 return name
@@ -565,7 +566,7 @@ def _indexed_bases(body: cst.CSTNode, index: Optional[str]) -> List[cst.BaseExpr
     """The values subscripted by the loop index in `body` (`x` in `x[i]`; every subscripted
     value when `index` is None)."""
     finder = _Subscripts(index)
-    body.visit(finder)
+    walk.visit(body, finder)
     return finder.bases
 
 
@@ -627,14 +628,14 @@ def _unwrap_iteration(
 
 def _assignments(scope: Scope, name: str) -> List[cst.Assign]:
     finder = _AssignFinder(name)
-    (scope.body if isinstance(scope, cst.FunctionDef) else scope).visit(finder)
+    walk.visit((scope.body if isinstance(scope, cst.FunctionDef) else scope), finder)
     return finder.found
 
 
 def _derived(body: cst.CSTNode, index: Optional[str], element: Set[str]) -> Set[str]:
     """Names the loop body binds from an element (`row = x[i]`, `d = (row - c).norm()`)."""
     collector = _Flow()
-    body.visit(collector)
+    walk.visit(body, collector)
     found: Set[str] = set()
     for _ in range(2):  # a chain of two assignments settles most bodies
         for stmt in collector.statements:
@@ -647,7 +648,7 @@ def _derived(body: cst.CSTNode, index: Optional[str], element: Set[str]) -> Set[
 def _local_sums(body: cst.CSTNode) -> Dict[str, Tuple[str, cst.BaseExpression]]:
     """`end = start + width` in the loop body: end -> (start, width)."""
     collector = _Flow()
-    body.visit(collector)
+    walk.visit(body, collector)
     out: Dict[str, Tuple[str, cst.BaseExpression]] = {}
     for stmt in collector.statements:
         value = stmt.value
@@ -713,11 +714,11 @@ class _Flow(cst.CSTVisitor):
                 self._mark(el.value)
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
+        walk.visit(node.value, self)
         return False
 
     def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)
+        walk.visit(node.value, self)
         return False
 
     def visit_Name(self, node: cst.Name) -> None:
@@ -806,7 +807,7 @@ class _RaggedSlice(cst.CSTVisitor):
 
 def _mentions(expr: cst.CSTNode, names: Set[str]) -> bool:
     finder = _NameFinder(names)
-    expr.visit(finder)
+    walk.visit(expr, finder)
     return finder.found
 
 
@@ -888,7 +889,7 @@ class _ElementFinder(cst.CSTVisitor):
     @staticmethod
     def mentions(expr: cst.CSTNode, index: Optional[str], element: Set[str]) -> bool:
         finder = _ElementFinder(index, element)
-        expr.visit(finder)
+        walk.visit(expr, finder)
         return finder.found
 
     def visit_Name(self, node: cst.Name) -> None:
