@@ -241,3 +241,28 @@ def test_real_code_sample():
         findings += assert_prelook_loses_nothing(text, str(path), all_settings=False)
     assert len(REAL_FILES) >= 100
     assert findings > 0  # the sample does exercise some rules
+
+
+# -- projects: the pre-look asked with what the whole program says ---------------------------------
+PROJECTS = sorted(p for p in (FIXTURES / "projects").iterdir() if p.is_dir())
+
+
+def _project_findings(project: Path, monkeypatch) -> List[Tuple]:
+    from speedlint.analyzer.runner import Overrides, SettingsResolver, check_paths
+
+    monkeypatch.chdir(project)
+    resolver = SettingsResolver(Overrides(select=("ALL",), preview=True), isolated=True)
+    return sorted((f.path, *_key(f)) for f in check_paths(["."], resolver, use_cache=False, jobs=1).findings)
+
+
+@pytest.mark.parametrize("project", PROJECTS, ids=[p.name for p in PROJECTS])
+def test_project_prelook_loses_nothing(project: Path, monkeypatch):
+    """In a multi-file project each file's pre-look is asked with its seeds (what the whole
+    program says: hot functions, loaders used from other modules): the findings are those of a
+    run without any pre-look."""
+    from speedlint.analyzer import engine
+
+    with_prelook = _project_findings(project, monkeypatch)
+    monkeypatch.setattr(engine, "_prelook", lambda facts, rules: list(rules))
+    assert _project_findings(project, monkeypatch) == with_prelook
+
