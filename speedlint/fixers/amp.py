@@ -24,7 +24,7 @@ changes nothing. `plan(ctx)` says per step loop whether (and why not) the rewrit
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
 import libcst as cst
 from libcst.codemod import Codemod, CodemodContext
@@ -333,26 +333,37 @@ def _existing_scaler_device(ctx: FileContext, scaler: str, cls: Optional[cst.Cla
 
 def _forward_anchor(ctx: FileContext, backward: cst.CSTNode, block: Optional[cst.CSTNode] = None) -> cst.CSTNode:
     """The first statement before `backward` in its block (or in `block`, a loop's body, when the
-    backward is in a callee) that runs the model (or the loss): a call of a plain name or of a
-    `self` attribute that is not a library function (`model(x)`, `self.criterion(out, y)`), not
-    a method of something (`x.to(device)`, `provider.scale(p)`). `backward` when there is none."""
+    backward is in a callee) that runs the model (or the loss, `_may_run_forward`) outside a
+    grad-off block (a target network's `no_grad` forward is not the one to autocast first).
+    `backward` when there is none."""
     block = block if block is not None else block_of(ctx, backward)
     if not isinstance(block, cst.IndentedBlock):
         return backward
     body = list(block.body)
     for stmt in body[: body.index(backward)] if backward in body else body:
         for call in calls_in(ctx, stmt):
-            func = call.func
-            if isinstance(func, cst.Name):
-                q = ctx.qualname(func)
-                if q is None and func.value not in _NOT_FORWARD_NAMES:
-                    return stmt
-                if q is not None and "." not in q and q not in _NOT_FORWARD_NAMES:
-                    return stmt
-            elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.attr.value not in _NOT_FORWARD_METHODS:
-                if func.value.value == "self" or flow(ctx).is_model(func.value):
-                    return stmt  # `self.criterion(...)`, `agent.get_action_and_value(obs)`
+            if ctx.torch.grad_disabled_at(call) is None and _may_run_forward(ctx, call):
+                return stmt
     return backward
+
+
+def _may_run_forward(ctx: FileContext, call: cst.Call, depth: int = 2, seen: FrozenSet[cst.CSTNode] = frozenset()) -> bool:
+    """Whether `call` may run the model or the loss: a call of a plain name or of a `self`
+    attribute that is not a library function (`model(x)`, `self.criterion(out, y)`), not a
+    method of something (`x.to(device)`, `provider.scale(p)`). A function of this file counts
+    when its body makes such a call (`get_batch(data, i)`, which only slices, does not)."""
+    func = call.func
+    if isinstance(func, cst.Name):
+        q = ctx.qualname(func)
+        if q is None and func.value in _NOT_FORWARD_NAMES or q is not None and ("." in q or q in _NOT_FORWARD_NAMES):
+            return False
+        defs = [fn for fn in ctx.torch.resolve_call(call) if fn not in seen]
+        if not defs or depth == 0:
+            return True  # a model held in a variable, a function of another module
+        return any(_may_run_forward(ctx, c, depth - 1, seen | {fn}) for fn in defs for c in calls_in(ctx, fn.body))
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.attr.value not in _NOT_FORWARD_METHODS:
+        return func.value.value == "self" or flow(ctx).is_model(func.value)  # `self.criterion(...)`, `agent.get_action_and_value(obs)`
+    return False
 
 
 #: Methods of a model that do not run its forward.
