@@ -76,7 +76,7 @@ def deprecated_sites(ctx: FileContext) -> List[Site]:
     torch_name, need_import = _torch_name(ctx)
     for call in ctx.torch.calls:
         q = ctx.qualname(call.func)
-        if q not in OLD:
+        if q not in OLD or _fallback(ctx, call):
             continue
         kind = OLD[q]
         if isinstance(call.func, cst.Name):
@@ -88,6 +88,8 @@ def deprecated_sites(ctx: FileContext) -> List[Site]:
         sites.append(Site(call, q, [(call, new)] if new is not None else None, imports))
     # `from torch.cuda.amp import autocast, GradScaler`: the import and the calls of its names
     for stmt in _amp_imports(ctx):
+        if _fallback(ctx, stmt):
+            continue
         local_names = {}
         ok = True
         for alias in stmt.names:  # type: ignore[union-attr]
@@ -116,9 +118,30 @@ def deprecated_sites(ctx: FileContext) -> List[Site]:
     # `from torch.cuda import amp`: the deprecated module under a short name (its calls are
     # sites above, through the import map); the import itself says "deprecated" too
     for stmt in _cuda_amp_module_imports(ctx):
-        sites.append(Site(stmt, "torch.cuda.amp", None, kind="import"))
+        if not _fallback(ctx, stmt):
+            sites.append(Site(stmt, "torch.cuda.amp", None, kind="import"))
     ctx._speedlint_amp_api = sites  # type: ignore[attr-defined]
     return sites
+
+
+def _fallback(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """`node` is in an `except` handler of a `try` that uses `torch.amp` / `torch.autocast`
+    first: the old spelling is the fallback for an older torch, the rewrite would break it."""
+    facts = ctx.torch
+    for handler in facts.ancestors(node):
+        if not isinstance(handler, cst.ExceptHandler):
+            continue
+        attempt = facts.parent(handler)
+        if isinstance(attempt, cst.Try) and any(_new_api(ctx, n) for n in walk.preorder(attempt.body)):
+            return True
+    return False
+
+
+def _new_api(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """A use of `torch.amp` / `torch.autocast`, or an import from `torch.amp`."""
+    if isinstance(node, cst.ImportFrom):
+        return node.module is not None and not node.relative and (dotted(node.module) or "").startswith("torch.amp")
+    return isinstance(node, (cst.Name, cst.Attribute)) and (ctx.qualname(node) or "").startswith(("torch.amp", "torch.autocast"))
 
 
 def _cuda_amp_module_imports(ctx: FileContext) -> List[cst.ImportFrom]:
