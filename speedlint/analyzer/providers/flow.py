@@ -23,6 +23,27 @@ Scope = Optional[cst.CSTNode]  # FunctionDef, Lambda, a comprehension, or None (
 COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 
+#: Annotations that say a parameter holds a Python value (`seq_len: int`, `train: bool`).
+_HOST_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "bytes", "complex"})
+
+
+def _container_parameter(fn: cst.FunctionDef, param: cst.Param) -> bool:
+    """`*args` (a tuple) or `**kwargs` (a dict): their truth is their length."""
+    return param is fn.params.star_arg or param is fn.params.star_kwarg
+
+
+def _host_annotation(param: cst.Param) -> bool:
+    """A parameter annotated as a Python scalar (`int`, `Optional[bool]`, `int | None`)."""
+    annotation = param.annotation.annotation if param.annotation is not None else None
+    while isinstance(annotation, cst.Subscript) and dotted(annotation.value) in ("Optional", "typing.Optional") and len(annotation.slice) == 1:
+        inner = annotation.slice[0].slice
+        annotation = inner.value if isinstance(inner, cst.Index) else None
+    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+        if isinstance(annotation.right, cst.Name) and annotation.right.value == "None":
+            annotation = annotation.left
+    return isinstance(annotation, cst.Name) and annotation.value in _HOST_ANNOTATIONS
+
+
 # ---------------------------------------------------------------------------------------------
 # bindings
 # ---------------------------------------------------------------------------------------------
@@ -817,6 +838,9 @@ class Flow:
                 self.is_tensor(t.comparator, depth + 1) for t in expr.comparisons
             )
         if isinstance(expr, cst.Subscript):
+            b = self.binding(expr.value) if isinstance(expr.value, cst.Name) else None
+            if b is not None and b.kind == "param" and b.function is not None and b.param is not None and _container_parameter(b.function, b.param):
+                return self._param_is_tensor(b, expr.value, depth + 1)  # `args[0]`, `kwargs["x"]`
             return self.is_tensor(expr.value, depth + 1)
         if isinstance(expr, cst.Attribute):
             attr = expr.attr.value
@@ -907,14 +931,23 @@ class Flow:
             earlier = [o for o in self.bindings(name) if o is not b and o.kind in ("assign", "augassign")]
             return any(self.is_tensor(o.value if o.kind == "augassign" else self.value_at(o), depth + 1) for o in earlier)
         if b.kind == "param" and b.function is not None and b.param is not None:
-            if (b.function, name.value) in self.index.backward_names:
-                return True
-            callers = self.callers(b.function)
-            if not callers:
-                return self._forward_input(b.function, b.param)
-            args = [self.argument_for(c, b.function, b.param) for c in callers]
-            return bool(args) and all(self.is_tensor(a, depth + 1) for a in args)
+            if _container_parameter(b.function, b.param):
+                return False  # (an element of it: see `_is_tensor`'s subscripts)
+            return self._param_is_tensor(b, name, depth)
         return False
+
+    def _param_is_tensor(self, b: Binding, name: cst.Name, depth: int) -> bool:
+        """What a parameter (or an element of `*args` / `**kwargs`) holds: what the calls pass."""
+        assert b.function is not None and b.param is not None
+        if (b.function, name.value) in self.index.backward_names:
+            return True
+        if _host_annotation(b.param):
+            return False
+        callers = self.callers(b.function)
+        if not callers:
+            return self._forward_input(b.function, b.param)
+        args = [self.argument_for(c, b.function, b.param) for c in callers]
+        return bool(args) and all(self.is_tensor(a, depth + 1) for a in args)
 
     def _forward_input(self, fn: cst.FunctionDef, param: cst.Param) -> bool:
         """An input of a module's `forward` that the whole program runs in a training step or an

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Mapping, Optio
 import libcst as cst
 
 from speedlint.analyzer.providers.names import ImportMap, dotted
-from speedlint.analyzer.providers.walk import TreeIndex, index_of
+from speedlint.analyzer.providers.walk import TreeIndex, index_of, preorder
 from speedlint.analyzer.textscan import says_grad_off
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -173,6 +173,19 @@ class _Order(Mapping):  # type: ignore[type-arg]
 
     def __len__(self) -> int:
         return len(self.tree.nodes)
+
+
+def _runs_once(loop: Loop) -> bool:
+    """A loop whose body always leaves on its first iteration: it ends with a `return`, `break`
+    or `raise`, and has no `continue` of its own (Swin's `throughput()` times one batch and
+    returns; `for x, y in loader: ...; break` takes a sample)."""
+    body = loop.body
+    if not isinstance(body, cst.IndentedBlock) or not body.body:
+        return False
+    last = body.body[-1]
+    if not (isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, (cst.Return, cst.Break, cst.Raise)) for s in last.body)):
+        return False
+    return not any(isinstance(n, cst.Continue) for n in preorder(body, skip=(cst.For, cst.While, cst.FunctionDef, cst.ClassDef)))
 
 
 class TorchFacts:
@@ -484,6 +497,8 @@ class TorchFacts:
     def _is_eval_loop(self, loop: Loop) -> bool:
         if loop in self.step_loops or loop in self.epoch_loops or self.reaches_backward(loop):
             return False
+        if _runs_once(loop):
+            return False  # one batch, taken for a measurement or a sample: not a loop over batches
         if self.grad_disabled_at(loop):
             return True
         fn = self.enclosing_function(loop)
