@@ -118,6 +118,8 @@ class EvalBuildsAutogradGraph(Rule):
             return
         if self._body_disables_grad(loop):
             return  # `for x in loader: with torch.no_grad(): ...`: no graph (SPD601 judges that `no_grad`)
+        if self._callees_disable_grad(loop):
+            return  # the forward runs only in functions that turn gradients off themselves
         if fn is not None and self._covered_by_callers(fn, set()):
             return
         escapes = Escapes(self.ctx, self.models, fn if fn is not None else self.ctx.module, loop.body, whole_function=False)
@@ -147,13 +149,34 @@ class EvalBuildsAutogradGraph(Rule):
             return False  # the outermost loop is the per-batch one
         return eval_receivers_before(self.ctx, None, loop)
 
-    def _body_disables_grad(self, loop: Loop) -> bool:
-        """A `with no_grad()`/`inference_mode()` inside the loop around the model's forward."""
+    def _body_disables_grad(self, unit: Union[Loop, cst.FunctionDef]) -> bool:
+        """A `with no_grad()`/`inference_mode()` inside the loop (or function) around the model's forward."""
         facts = self.ctx.torch
         return any(
             isinstance(n, cst.With) and any(facts.is_grad_off(item.item) for item in n.items) and self.models.runs_forward(n.body)
-            for n in iter_nodes(loop.body)
+            for n in iter_nodes(unit.body)
         )
+
+    def _callees_disable_grad(self, loop: Loop) -> bool:
+        """The loop runs the model only through functions of this file that turn gradients off
+        (`@torch.no_grad() def score_image(model, x)`, or a `with no_grad()` around their forward)."""
+        facts = self.ctx.torch
+        covered = False
+        for n in iter_nodes(loop.body):
+            if not isinstance(n, cst.Call):
+                continue
+            if self.models.is_forward(n):
+                if facts.grad_disabled_at(n) is None:
+                    return False  # a forward of its own, with gradients
+                continue
+            for fn in facts.resolve_call(n):
+                if not self.models.runs_forward(fn.body, 1):
+                    continue
+                if any(facts.is_grad_off(d.decorator) for d in fn.decorators) or self._body_disables_grad(fn):
+                    covered = True
+                else:
+                    return False
+        return covered
 
     def _switches_grad(self, root: cst.CSTNode) -> bool:
         for n in iter_nodes(root):
