@@ -335,16 +335,31 @@ def _forward_anchor(ctx: FileContext, backward: cst.CSTNode, block: Optional[cst
     """The first statement before `backward` in its block (or in `block`, a loop's body, when the
     backward is in a callee) that runs the model (or the loss, `_may_run_forward`) outside a
     grad-off block (a target network's `no_grad` forward is not the one to autocast first).
+    When the backward's own block has none (`if accumulate: loss = criterion(out, y) ...`
+    after `out = model(x)`), the blocks around it are searched, up to the loop or function.
     `backward` when there is none."""
-    block = block if block is not None else block_of(ctx, backward)
+    stmt = backward
+    while True:
+        found = _forward_in(ctx, stmt, block if block is not None else block_of(ctx, stmt))
+        if found is not None or block is not None:
+            return found if found is not None else backward
+        owner = next((a for a in ctx.torch.ancestors(stmt) if isinstance(block_of(ctx, a), cst.IndentedBlock)), None)
+        if owner is None or isinstance(owner, (cst.For, cst.While, cst.FunctionDef, cst.ClassDef)):
+            return backward
+        stmt = owner  # the `if`/`with`/`try` holding the backward: look before it
+
+
+def _forward_in(ctx: FileContext, stmt: cst.CSTNode, block: Optional[cst.CSTNode]) -> Optional[cst.CSTNode]:
+    """The first statement of `block` before `stmt` (all of it when `stmt` is not one of its
+    statements) that runs the forward."""
     if not isinstance(block, cst.IndentedBlock):
-        return backward
+        return None
     body = list(block.body)
-    for stmt in body[: body.index(backward)] if backward in body else body:
-        for call in calls_in(ctx, stmt):
+    for candidate in body[: body.index(stmt)] if stmt in body else body:
+        for call in calls_in(ctx, candidate):
             if ctx.torch.grad_disabled_at(call) is None and _may_run_forward(ctx, call):
-                return stmt
-    return backward
+                return candidate
+    return None
 
 
 def _may_run_forward(ctx: FileContext, call: cst.Call, depth: int = 2, seen: FrozenSet[cst.CSTNode] = frozenset()) -> bool:
@@ -362,8 +377,14 @@ def _may_run_forward(ctx: FileContext, call: cst.Call, depth: int = 2, seen: Fro
             return True  # a model held in a variable, a function of another module
         return any(_may_run_forward(ctx, c, depth - 1, seen | {fn}) for fn in defs for c in calls_in(ctx, fn.body))
     if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.attr.value not in _NOT_FORWARD_METHODS:
-        return func.value.value == "self" or flow(ctx).is_model(func.value)  # `self.criterion(...)`, `agent.get_action_and_value(obs)`
-    return False
+        if func.value.value == "self" or flow(ctx).is_model(func.value):
+            return True  # `self.criterion(...)`, `agent.get_action_and_value(obs)`
+    # `diffusion.training_losses(model, x, t)`: the model is handed to a project object that runs it
+    return (
+        isinstance(func, cst.Attribute)
+        and ctx.qualname(func) is None
+        and any(isinstance(a.value, cst.Name) and flow(ctx).is_model(a.value) for a in call.args)
+    )
 
 
 #: Methods of a model that do not run its forward.
