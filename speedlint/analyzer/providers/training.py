@@ -509,10 +509,14 @@ class TorchFacts:
         return self._eval_called_before(fn, loop)
 
     def _eval_called_before(self, fn: cst.FunctionDef, loop: Loop) -> bool:
+        """An argument-less `.eval()` before `loop` in its function; for a loop inside a training
+        step loop, one inside that step loop (a `teacher.eval()` before the training loop says
+        nothing about the loops of its steps, such as one over the logged losses)."""
+        step = next((a for a in self.ancestors(loop) if a in self.step_loops), None)
         for call in self.units[fn].calls:
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value == "eval" and not call.args:
-                if self.is_before(call, loop):
+                if self.is_before(call, loop) and (step is None or self.contains(step, call)):
                     return True
         return False
 
