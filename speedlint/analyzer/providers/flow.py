@@ -452,6 +452,25 @@ class Flow:
             self._callers[fn] = [c for c in self.facts.calls if fn in self.facts.resolve_call(c)]
         return self._callers[fn]
 
+    def _submodule_calls(self, fn: cst.FunctionDef) -> List[cst.Call]:
+        """For a module's `forward`: the calls of this file that run it through an attribute of
+        another module (`self.y_embedder(y, self.training)` after `self.y_embedder =
+        LabelEmbedder(...)`)."""
+        cls = self.facts.function_class.get(fn)
+        if fn.name.value != "forward" or cls is None:
+            return []
+        found = []
+        for call in self.facts.calls:
+            func = call.func
+            if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+                continue
+            if any(
+                isinstance(built, cst.Call) and isinstance(built.func, cst.Name) and built.func.value == cls.name.value
+                for built in self.self_writes(func)
+            ):
+                found.append(call)
+        return found
+
     def argument_for(self, call: cst.Call, fn: cst.FunctionDef, param: cst.Param) -> Optional[cst.BaseExpression]:
         """The expression `call` passes for `param` of `fn` (None when it cannot be told)."""
         for arg in call.args:
@@ -943,7 +962,7 @@ class Flow:
             return True
         if _host_annotation(b.param):
             return False
-        callers = self.callers(b.function)
+        callers = self.callers(b.function) or self._submodule_calls(b.function)
         if not callers:
             return self._forward_input(b.function, b.param)
         args = [self.argument_for(c, b.function, b.param) for c in callers]
