@@ -177,11 +177,15 @@ def _generated_text(text: str, module: cst.Module, tree: TreeIndex) -> Optional[
     """
     if text.startswith("\ufeff") or "\f" in text:
         return None
+    rfind = text.rfind
+    if "\r" in text:
+        line_start = lambda at: max(rfind("\n", 0, at), rfind("\r", 0, at)) + 1  # noqa: E731
+    else:  # (no needless scan back to the start for a CR)
+        line_start = lambda at: rfind("\n", 0, at) + 1  # noqa: E731
     for pair in ("\\\n", "\\\r"):  # a backslash continuation alone on its line
         at = text.find(pair)
         while at >= 0:
-            line = max(text.rfind("\n", 0, at), text.rfind("\r", 0, at)) + 1
-            if not text[line:at].strip(" \t"):
+            if not text[line_start(at) : at].strip(" \t"):
                 return None
             at = text.find(pair, at + 2)
     end = len(text)
@@ -189,7 +193,7 @@ def _generated_text(text: str, module: cst.Module, tree: TreeIndex) -> Optional[
         stop = end - 1 if text[end - 1] in "\r\n" else end
         if stop < end and text[stop - 1 : end] == "\r\n":
             stop -= 1
-        line = text[max(text.rfind("\n", 0, stop), text.rfind("\r", 0, stop)) + 1 : stop]
+        line = text[line_start(stop) : stop]
         body = line.lstrip(" \t")
         if body and body[0] != "#":
             break  # a line of code
