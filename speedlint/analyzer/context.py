@@ -100,7 +100,8 @@ class FileContext:
         if known is None or known[0] is not node:
             # asked while the rules run (a fix's edit, the line of a loader call): note every
             # call too in the same pass, as most findings and edits are calls or lie in one, so
-            # that the file needs no further pass (each one generates the module's code)
+            # that the file needs no further pass (each one generates the code of the statements
+            # that hold the nodes, or the module's)
             facts = self.__dict__.get("torch")
             self.prefetch_positions([node, *facts.calls] if facts is not None else [node])
             known = self._positions.get(id(node))
@@ -111,14 +112,16 @@ class FileContext:
     def prefetch_positions(self, nodes: Sequence[cst.CSTNode]) -> None:
         """Compute the ranges of these nodes in one pass (what the report needs, all at once).
 
-        A pass notes only the nodes asked for (`providers.positions`); after a few passes in one
-        file, every node's range is computed at once, as `PositionProvider` does."""
+        A pass notes only the nodes asked for (`providers.positions`), generating only the
+        statements that hold them when the tree's reading is at hand (`torch.tree`); after a few
+        passes in one file, every node's range is computed at once, as `PositionProvider` does."""
         wanted = [n for n in nodes if id(n) not in self._positions]
         if not wanted:
             return
         if self._all_positions is None and self._position_passes < _POSITION_PASSES:
             self._position_passes += 1
-            found = node_positions(self.module, wanted)
+            facts = self.__dict__.get("torch")
+            found = node_positions(self.module, wanted, self.source, facts.tree if facts is not None else None)
             if found is not None:
                 for n in wanted:
                     if id(n) in found:
