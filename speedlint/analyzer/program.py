@@ -130,9 +130,19 @@ def _expr(node: Optional[ast.AST], depth: int = 0) -> Any:
     kind = node.__class__
     if kind is ast.Name:
         return ["n", node.id]  # type: ignore[attr-defined]
-    if kind is ast.Attribute:
-        base = _expr(node.value, depth + 1)  # type: ignore[attr-defined]
-        return ["a", base, node.attr] if base is not None else None  # type: ignore[attr-defined]
+    if kind is ast.Attribute:  # (a chain `a.b.c` in a loop, not a call per part)
+        attrs = []
+        while kind is ast.Attribute:
+            attrs.append(node.attr)  # type: ignore[attr-defined]
+            node = node.value  # type: ignore[attr-defined]
+            depth += 1
+            kind = node.__class__
+        base = ["n", node.id] if kind is ast.Name and depth <= 12 else _expr(node, depth)  # type: ignore[attr-defined]
+        if base is None:
+            return None
+        for attr in reversed(attrs):
+            base = ["a", base, attr]
+        return base
     if kind is ast.Call:
         func = node.func  # type: ignore[attr-defined]
         if isinstance(func, ast.Name) and func.id == "super":
@@ -577,6 +587,15 @@ class _Summarizer:
                 continue
             if kind is ast.Call:
                 self._call(sub, fn, loop, g, handler, grad_off)
+                if sub.func.__class__ not in _INERT:  # type: ignore[attr-defined]
+                    push(sub.func)  # type: ignore[attr-defined]
+                for child in sub.args:  # type: ignore[attr-defined]
+                    if child.__class__ not in _INERT:
+                        push(child)
+                for keyword in sub.keywords:  # type: ignore[attr-defined]
+                    if keyword.value.__class__ not in _INERT:
+                        push(keyword.value)  # (what a keyword node would push)
+                continue
             elif kind is ast.Attribute:
                 if sub.attr in properties:  # type: ignore[attr-defined]
                     base = sub.value  # type: ignore[attr-defined]

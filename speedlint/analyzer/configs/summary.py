@@ -238,11 +238,11 @@ class _ConfigFacts:
                 if name is None:
                     continue
                 if isinstance(value, ast.Call):
-                    fmt, spec = self._load(value, binds, params, opened, read)
+                    q = self.qualname(value.func)
+                    fmt, spec = self._load(value, q, binds, params, opened, read)
                     if fmt is not None:
                         self.loads.append([line, name, fmt, spec, stmt.lineno])
                         continue
-                    q = self.qualname(value.func)
                     if q in _PARSERS:
                         parsers[name] = True
                         continue
@@ -259,7 +259,7 @@ class _ConfigFacts:
                     if splat is not None:
                         self.fills.append([line, name, splat, False])
             elif isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Call):
-                fmt, spec = self._load(stmt.value, binds, params, opened, read)
+                fmt, spec = self._load(stmt.value, self.qualname(stmt.value.func), binds, params, opened, read)
                 if fmt is not None:
                     self.loads.append([line, "<return>", fmt, spec, stmt.lineno])
             elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
@@ -317,8 +317,8 @@ class _ConfigFacts:
             return self.path(node.func.value, binds, params, 0)
         return None
 
-    def _load(self, call: ast.Call, binds: Dict[str, List[ast.AST]], params: Tuple[str, ...], opened: Dict[str, Any], read: Dict[str, Any]) -> Tuple[Optional[str], Optional[List[Any]]]:
-        q = self.qualname(call.func)
+    def _load(self, call: ast.Call, q: str, binds: Dict[str, List[ast.AST]], params: Tuple[str, ...], opened: Dict[str, Any], read: Dict[str, Any]) -> Tuple[Optional[str], Optional[List[Any]]]:
+        """A config read by `call` (`q`: its function's qualified name): (format, path)."""
         fmt = _READERS.get(q)
         if fmt is None and q.endswith("OmegaConf.load"):
             fmt = "yaml"
