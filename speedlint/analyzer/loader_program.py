@@ -23,7 +23,7 @@ import ast
 import re
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
-from speedlint.analyzer.configs.summary import all_statements, block_statements, dotted_name
+from speedlint.analyzer.configs.summary import all_statements, block_statements, dotted_name, walk
 
 #: `program.Hotness` and `program.FileSeeds` (not imported: the program imports this module)
 Hotness = Any
@@ -133,7 +133,7 @@ def _own_calls(stmt: ast.stmt) -> Iterable[ast.Call]:
         values = value if isinstance(value, list) else [value]
         for v in values:
             if isinstance(v, (ast.expr, ast.keyword, ast.withitem)):
-                for node in ast.walk(v):
+                for node in walk(v):
                     if isinstance(node, ast.Call):
                         yield node
 
@@ -189,7 +189,7 @@ class _Scopes:
                         else:
                             changes.setdefault(t.value.id, []).append((stmt.lineno, ("unknown",), guards))
                     else:
-                        for n in ast.walk(t):
+                        for n in walk(t):
                             if isinstance(n, ast.Name):
                                 binds.setdefault(n.id, []).append((None, guards))
             elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
@@ -197,11 +197,11 @@ class _Scopes:
                 if isinstance(target, ast.Name):
                     binds.setdefault(target.id, []).append((stmt.value if isinstance(stmt, ast.AnnAssign) else None, guards))
             elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.Delete, ast.Global, ast.Nonlocal)):
-                for n in ast.walk(stmt.target) if isinstance(stmt, (ast.For, ast.AsyncFor)) else ():
+                for n in walk(stmt.target) if isinstance(stmt, (ast.For, ast.AsyncFor)) else ():
                     if isinstance(n, ast.Name):
                         binds.setdefault(n.id, []).append((None, guards))
                 for item in getattr(stmt, "items", None) or ():
-                    for n in ast.walk(item.optional_vars) if item.optional_vars is not None else ():
+                    for n in walk(item.optional_vars) if item.optional_vars is not None else ():
                         if isinstance(n, ast.Name):
                             binds.setdefault(n.id, []).append((None, guards))
                 for t in getattr(stmt, "targets", None) or ():  # `del d["k"]`
@@ -336,7 +336,8 @@ def _returning_in_memory(functions: Functions, text: str) -> List[int]:
     return lines
 
 
-_MOVES = re.compile(r"\.(cuda|to)\(|\.type\([^)]*cuda")
+#: A copy to the GPU in a line; searched in lines joined by newlines (`[^)\n]`: in one of them).
+_MOVES = re.compile(r"\.(cuda|to)\(|\.type\([^)\n]*cuda")
 
 
 def _moved_parameters(functions: Functions, text: str) -> Dict[str, List[str]]:
@@ -346,11 +347,11 @@ def _moved_parameters(functions: Functions, text: str) -> Dict[str, List[str]]:
     out: Dict[str, List[str]] = {}
     for fn, _ in functions:
         end = getattr(fn, "end_lineno", None) or fn.lineno
-        if not any(_MOVES.search(line) for line in lines[fn.lineno - 1:end]):
+        if not _MOVES.search("\n".join(lines[fn.lineno - 1:end])):
             continue
         params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
         moved: List[str] = []
-        for node in ast.walk(fn):
+        for node in walk(fn):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("cuda", "to", "type")):
                 continue
             if node.func.attr == "type" and "cuda" not in ast.dump(node):
@@ -413,7 +414,7 @@ def _generator_wrappers(functions: Functions, text: str) -> Dict[str, int]:
                 it = it.args[0]
             if not isinstance(it, ast.Name) or it.id not in params:
                 continue
-            items = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+            items = {n.id for n in walk(loop.target) if isinstance(n, ast.Name)}
             inside = {id(s) for s in block_statements(loop.body)}
             if any(id(y) in inside and isinstance(v, ast.Yield) and isinstance(v.value, ast.Name) and v.value.id in items for y, v in found):
                 target = it.id
@@ -462,7 +463,7 @@ def _in_memory_classes(tree: ast.Module, text: str) -> Dict[str, List[str]]:
         read: Set[str] = set()
         indexed = any(
             isinstance(n, ast.Subscript) and isinstance(n.value, ast.Attribute) and isinstance(n.value.value, ast.Name) and n.value.value.id == this
-            for n in ast.walk(getitem)
+            for n in walk(getitem)
         )
         if indexed and _indexes_only(getitem.body, this, names, read) and _attributes_in_memory(cls, text, read):
             out[str(cls.lineno)] = sorted(read)
@@ -480,7 +481,7 @@ def _indexes_only(body: List[ast.stmt], this: str, names: Set[str], read: Set[st
             continue
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            bound = [n for t in targets for n in ast.walk(t)]
+            bound = [n for t in targets for n in walk(t)]
             if not all(isinstance(n, (ast.Name, ast.Tuple, ast.List, ast.Store)) for n in bound) or not _plain_read(stmt.value, this, names, read):
                 return False
             names |= {n.id for n in bound if isinstance(n, ast.Name)}
@@ -520,7 +521,7 @@ def _plain_read(node: ast.AST, this: str, names: Set[str], read: Set[str]) -> bo
 def _attributes_in_memory(cls: ast.ClassDef, text: str, read: Set[str]) -> bool:
     """Every attribute `__getitem__` reads is assigned in the class, only ever to data in memory."""
     values: Dict[str, List[ast.AST]] = {}
-    for node in ast.walk(cls):
+    for node in walk(cls):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
                 if isinstance(t, ast.Attribute) and t.attr in read:
@@ -537,7 +538,7 @@ def _attributes_in_memory(cls: ast.ClassDef, text: str, read: Set[str]) -> bool:
 def _data_value(node: ast.AST) -> bool:
     """Literals, comprehensions, names not named like a dataset, torch/numpy/pandas calls and
     array methods: data built in memory."""
-    for sub in ast.walk(node):
+    for sub in walk(node):
         if isinstance(sub, ast.Name) and _DATASET_NAMES.search(sub.id):
             return False
         if not isinstance(sub, ast.Call):

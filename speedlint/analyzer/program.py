@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
 from speedlint.analyzer.configs.summary import dotted_name as _dotted
+from speedlint.analyzer.configs.summary import walk
 from speedlint.analyzer.textscan import may_use_gpu, says_grad_off
 
 #: The summary format (bump when `summarize` changes what it records).
@@ -95,12 +96,13 @@ _TENSOR_METHODS = frozenset({
 #: Text that says a module builds convolutions (SPD701's "conv net"), and that it switches the
 #: cuDNN autotuner (to anything: the explicit settings are judged where they are written).
 _CONV_TEXT = re.compile(r"\b(Conv[123]d|ConvTranspose[123]d|LazyConv[123]d|conv[123]d|torchvision\.models|timm\.create_model|segmentation_models_pytorch)\b")
-#: Substrings one of which `_CONV_TEXT` needs (a `\b` pattern scans slowly: most files have none).
-_CONV_HINTS = ("onv", "torchvision", "timm", "segmentation_models")
+#: Substrings one of which every match of `_CONV_TEXT` holds (a `\b` pattern scans slowly: most
+#: files have none; many say "convert").
+_CONV_HINTS = ("onv1d", "onv2d", "onv3d", "onvTranspose", "torchvision.models", "timm.create_model", "segmentation_models_pytorch")
 #: Evidence of fixed input shapes (where the autotuner pays off): resize/crop transforms, the
 #: standard fixed-size image datasets.
 _FIXED_SHAPES = re.compile(r"\b(Resize|RandomResizedCrop|RandomCrop|CenterCrop)\(|\b(CIFAR10|CIFAR100|MNIST|FashionMNIST|ImageFolder)\b")
-_FIXED_SHAPE_HINTS = ("Resize", "Crop", "CIFAR", "MNIST", "ImageFolder")
+_FIXED_SHAPE_HINTS = ("Resize(", "Crop(", "CIFAR10", "MNIST", "ImageFolder")  # (one is in every match)
 _BENCHMARK_ON = re.compile(r"cudnn\.benchmark\s*=(?!=)")
 
 #: `torch.<name>` dtypes (a `.to()` with one of these casts, it does not move).
@@ -128,9 +130,19 @@ def _expr(node: Optional[ast.AST], depth: int = 0) -> Any:
     kind = node.__class__
     if kind is ast.Name:
         return ["n", node.id]  # type: ignore[attr-defined]
-    if kind is ast.Attribute:
-        base = _expr(node.value, depth + 1)  # type: ignore[attr-defined]
-        return ["a", base, node.attr] if base is not None else None  # type: ignore[attr-defined]
+    if kind is ast.Attribute:  # (a chain `a.b.c` in a loop, not a call per part)
+        attrs = []
+        while kind is ast.Attribute:
+            attrs.append(node.attr)  # type: ignore[attr-defined]
+            node = node.value  # type: ignore[attr-defined]
+            depth += 1
+            kind = node.__class__
+        base = ["n", node.id] if kind is ast.Name and depth <= 12 else _expr(node, depth)  # type: ignore[attr-defined]
+        if base is None:
+            return None
+        for attr in reversed(attrs):
+            base = ["a", base, attr]
+        return base
     if kind is ast.Call:
         func = node.func  # type: ignore[attr-defined]
         if isinstance(func, ast.Name) and func.id == "super":
@@ -138,9 +150,16 @@ def _expr(node: Optional[ast.AST], depth: int = 0) -> Any:
         f = _expr(func, depth + 1)
         if f is None:
             return None
-        args = [_expr(a, depth + 1) for a in node.args if not isinstance(a, ast.Starred)]  # type: ignore[attr-defined]
-        kws = {k.arg: _expr(k.value, depth + 1) for k in node.keywords if k.arg}  # type: ignore[attr-defined]
-        starred = [e for e in (_expr(a.value, depth + 1) for a in node.args if isinstance(a, ast.Starred)) if e is not None]  # type: ignore[attr-defined]
+        args = []
+        starred = []
+        for a in node.args:  # type: ignore[attr-defined]
+            if a.__class__ is ast.Starred:
+                e = _expr(a.value, depth + 1)
+                if e is not None:
+                    starred.append(e)
+            else:
+                args.append(_expr(a, depth + 1))
+        kws = {k.arg: _expr(k.value, depth + 1) for k in node.keywords if k.arg} if node.keywords else {}  # type: ignore[attr-defined]
         if starred:  # `nn.Sequential(*layers)`: what a container call holds (no parameter has this name)
             kws["*"] = ["t", starred]
         return ["c", f, args, kws, node.lineno]  # type: ignore[attr-defined]
@@ -233,18 +252,24 @@ def label(expr: Any, attribute: bool = False) -> str:
     return (name(expr) or "call") + ("" if attribute else "(...)")
 
 
-def _is_interval_test(test: ast.AST) -> bool:
-    """`if step % N == 0`, `if i == 0`, `if args.log_every and ...`: a branch taken now and then."""
-    for sub in ast.walk(test):
-        if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Mod):
-            return True
-        if isinstance(sub, ast.Compare) and any(isinstance(c, ast.Constant) and c.value == 0 and not isinstance(c.value, bool) for c in [sub.left, *sub.comparators]):
-            if any(isinstance(op, (ast.Eq,)) for op in sub.ops):
+def _is_interval_test(nodes: List[ast.AST]) -> bool:
+    """`if step % N == 0`, `if i == 0`, `if args.log_every and ...`: a branch taken now and then
+    (`nodes`: the test's, from `walk`)."""
+    for sub in nodes:
+        kind = sub.__class__
+        if kind is ast.Name:
+            if _INTERVAL_WORDS.search(sub.id):  # type: ignore[attr-defined]
                 return True
-        if isinstance(sub, ast.Name) and _INTERVAL_WORDS.search(sub.id):
-            return True
-        if isinstance(sub, ast.Attribute) and _INTERVAL_WORDS.search(sub.attr):
-            return True
+        elif kind is ast.Attribute:
+            if _INTERVAL_WORDS.search(sub.attr):  # type: ignore[attr-defined]
+                return True
+        elif kind is ast.BinOp:
+            if sub.op.__class__ is ast.Mod:  # type: ignore[attr-defined]
+                return True
+        elif kind is ast.Compare:
+            if any(c.__class__ is ast.Constant and c.value == 0 and not isinstance(c.value, bool) for c in [sub.left, *sub.comparators]):  # type: ignore[attr-defined]
+                if any(op.__class__ is ast.Eq for op in sub.ops):  # type: ignore[attr-defined]
+                    return True
     return False
 
 
@@ -263,11 +288,12 @@ GUARDED, HANDLER, GRAD_OFF, TRAIN_ONLY, EVAL_ONLY, CONDITIONAL, PROPERTY = 1, 2,
 CACHE_FILL = 128
 
 
-def _always_taken(test: ast.AST) -> bool:
-    """`if __name__ == "__main__":`, `if torch.cuda.is_available():`: not a user's switch."""
+def _always_taken(nodes: List[ast.AST]) -> bool:
+    """`if __name__ == "__main__":`, `if torch.cuda.is_available():`: not a user's switch
+    (`nodes`: the test's, from `walk`)."""
     return any(
-        (isinstance(n, ast.Name) and n.id == "__name__") or (isinstance(n, ast.Attribute) and n.attr == "is_available")
-        for n in ast.walk(test)
+        (n.__class__ is ast.Name and n.id == "__name__") or (n.__class__ is ast.Attribute and n.attr == "is_available")  # type: ignore[attr-defined]
+        for n in nodes
     )
 
 
@@ -380,131 +406,152 @@ class _Summarizer:
             fn["calls"] = kept
 
     # statements ------------------------------------------------------------------------------
-    def _block(self, body: Sequence[ast.stmt], fn: Dict[str, Any], cls: Optional[str], **where: Any) -> None:
+    # A statement is visited with where it is: `fn` (the summary of the function it is in), `cls`
+    # (the class whose body it is in, if any), `loop` (the innermost loop's index in
+    # `fn["loops"]`, -1: none), `guarded` (the call-site flags of the branches around it),
+    # `handler` (in an exception handler), `grad_off` (under no_grad). `_VISIT` picks the visitor
+    # by the statement's class.
+    def _block(self, body: Sequence[ast.stmt], fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
+        visit = self._VISIT
         for stmt in body:
-            self._stmt(stmt, fn, cls, **where)
+            visit.get(stmt.__class__, _Summarizer._other)(self, stmt, fn, cls, loop, guarded, handler, grad_off)
 
-    def _stmt(self, node: ast.stmt, fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
-        where = dict(loop=loop, guarded=guarded, handler=handler, grad_off=grad_off)
-        kind = node.__class__
-        if kind in (ast.FunctionDef, ast.AsyncFunctionDef):
-            self._bound_name(fn, node.name)  # type: ignore[attr-defined]
-            self._function(node, fn, cls)  # type: ignore[arg-type]
-            return
-        if kind is ast.ClassDef:
-            self._bound_name(fn, node.name)  # type: ignore[attr-defined]
-            self._class(node, fn)  # type: ignore[arg-type]
-            return
-        if kind in (ast.Import, ast.ImportFrom):
-            for alias in node.names:  # type: ignore[attr-defined]
-                self._bound_name(fn, (alias.asname or alias.name).split(".")[0])
-            self._import(node)  # (imports inside functions bind the same names, for our purpose)
-            return
-        if kind in (ast.For, ast.AsyncFor, ast.While):
-            index = len(fn["loops"])
-            self._loop_nodes.append(node)
-            lp = {"line": node.lineno, "parent": loop, "g": len(self._loop_nodes) - 1, "grad_off": grad_off, "guarded": guarded, "iter": None}
-            if _runs_once(node):
-                lp["once"] = True  # `for epoch in range(1)`: not an epoch loop
-            fn["loops"].append(lp)
-            if kind is ast.While:
-                self._exprs(node.test, fn, **dict(where, loop=index))  # type: ignore[attr-defined]
+    def _def(self, node: Any, fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
+        self._bound_name(fn, node.name)
+        self._function(node, fn, cls)
+
+    def _classdef(self, node: Any, fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
+        self._bound_name(fn, node.name)
+        self._class(node, fn)
+
+    def _imports(self, node: Any, fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
+        for alias in node.names:
+            self._bound_name(fn, (alias.asname or alias.name).split(".")[0])
+        self._import(node)  # (imports inside functions bind the same names, for our purpose)
+
+    def _loop(self, node: Any, fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
+        index = len(fn["loops"])
+        self._loop_nodes.append(node)
+        lp = {"line": node.lineno, "parent": loop, "g": len(self._loop_nodes) - 1, "grad_off": grad_off, "guarded": guarded, "iter": None}
+        if _runs_once(node):
+            lp["once"] = True  # `for epoch in range(1)`: not an epoch loop
+        fn["loops"].append(lp)
+        if node.__class__ is ast.While:
+            self._exprs(node.test, fn, index, guarded, handler, grad_off)
+        else:
+            it = node.iter
+            target = node.target
+            lp["iter"] = _expr(it)
+            self._exprs(it, fn, loop, guarded, handler, grad_off)
+            lp["targets"] = [n.id for n in walk(target) if n.__class__ is ast.Name]  # type: ignore[attr-defined]
+            if target.__class__ is ast.Tuple and target.elts and target.elts[0].__class__ is ast.Name and it.__class__ is ast.Call and it.func.__class__ is ast.Name and it.func.id == "enumerate":
+                self._bound(fn, target.elts[0], ("int", it))  # `for i, batch in enumerate(loader)`
+                for elt in target.elts[1:]:
+                    self._bound(fn, elt, None)
             else:
-                lp["iter"] = _expr(node.iter)  # type: ignore[attr-defined]
-                self._exprs(node.iter, fn, **where)  # type: ignore[attr-defined]
-                lp["targets"] = [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]  # type: ignore[attr-defined]
-                it = node.iter  # type: ignore[attr-defined]
-                target = node.target  # type: ignore[attr-defined]
-                if isinstance(target, ast.Tuple) and target.elts and isinstance(target.elts[0], ast.Name) and isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate":
-                    self._bound(fn, target.elts[0], ("int", it))  # `for i, batch in enumerate(loader)`
-                    for elt in target.elts[1:]:
-                        self._bound(fn, elt, None)
-                else:
-                    self._bound(fn, target, ("for", it))
-                if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and isinstance(node.target, ast.Name):  # type: ignore[attr-defined]
-                    fn["assign"].setdefault(node.target.id, []).append(["k", INT])  # a loop counter  # type: ignore[attr-defined]
-                else:
-                    self._bind(node.target, ["e", lp["iter"]] if lp["iter"] is not None else None, fn)  # type: ignore[attr-defined]
-            self._block(node.body, fn, cls, **dict(where, loop=index))  # type: ignore[attr-defined]
-            self._block(node.orelse, fn, cls, **where)  # type: ignore[attr-defined]
+                self._bound(fn, target, ("for", it))
+            if it.__class__ is ast.Call and it.func.__class__ is ast.Name and it.func.id == "range" and target.__class__ is ast.Name:
+                fn["assign"].setdefault(target.id, []).append(["k", INT])  # a loop counter
+            else:
+                self._bind(target, ["e", lp["iter"]] if lp["iter"] is not None else None, fn)
+        self._block(node.body, fn, cls, index, guarded, handler, grad_off)
+        self._block(node.orelse, fn, cls, loop, guarded, handler, grad_off)
+
+    def _if(self, node: Any, fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
+        test = node.test
+        self._exprs(test, fn, loop, guarded, handler, grad_off)
+        mode = _training_test(test)
+        if mode is not None:  # `if self.training:` / `if not self.training:`
+            body_flag, else_flag = (TRAIN_ONLY, EVAL_ONLY) if mode else (EVAL_ONLY, TRAIN_ONLY)
+            self._block(node.body, fn, cls, loop, guarded | body_flag, handler, grad_off)
+            self._block(node.orelse, fn, cls, loop, guarded | else_flag, handler, grad_off)
             return
-        if kind is ast.If:
-            self._exprs(node.test, fn, **where)  # type: ignore[attr-defined]
-            mode = _training_test(node.test)  # type: ignore[attr-defined]
-            if mode is not None:  # `if self.training:` / `if not self.training:`
-                body_flag, else_flag = (TRAIN_ONLY, EVAL_ONLY) if mode else (EVAL_ONLY, TRAIN_ONLY)
-                self._block(node.body, fn, cls, **dict(where, guarded=guarded | body_flag))  # type: ignore[attr-defined]
-                self._block(node.orelse, fn, cls, **dict(where, guarded=guarded | else_flag))  # type: ignore[attr-defined]
-                return
-            # `if step % N == 0:` runs its body now and then; its `else` runs nearly every time
-            g = guarded | (GUARDED if _is_interval_test(node.test) else 0)  # type: ignore[attr-defined]
-            optional = 0 if _always_taken(node.test) else CONDITIONAL  # type: ignore[attr-defined]
-            self._block(node.body, fn, cls, **dict(where, guarded=g | optional))  # type: ignore[attr-defined]
-            self._block(node.orelse, fn, cls, **dict(where, guarded=guarded | optional))  # type: ignore[attr-defined]
-            return
-        if kind in (ast.With, ast.AsyncWith):
-            off = grad_off
-            for item in node.items:  # type: ignore[attr-defined]
-                self._exprs(item.context_expr, fn, **where)
-                if _is_grad_off(item.context_expr):
-                    off = True
-                if item.optional_vars is not None:
-                    self._bind(item.optional_vars, _expr(item.context_expr), fn)
-                    self._bound(fn, item.optional_vars, None)
-            self._block(node.body, fn, cls, **dict(where, grad_off=off))  # type: ignore[attr-defined]
-            return
-        if kind in (ast.Try, getattr(ast, "TryStar", ast.Try)):
-            self._block(node.body, fn, cls, **where)  # type: ignore[attr-defined]
-            for h in node.handlers:  # type: ignore[attr-defined]
-                if h.name:
-                    self._bound_name(fn, h.name)
-                self._block(h.body, fn, cls, **dict(where, handler=True))
-            self._block(node.orelse, fn, cls, **where)  # type: ignore[attr-defined]
-            self._block(node.finalbody, fn, cls, **where)  # type: ignore[attr-defined]
-            return
-        if kind is ast.Assign:
-            value = _expr(node.value)  # type: ignore[attr-defined]
-            self._exprs(node.value, fn, **where)  # type: ignore[attr-defined]
-            for t in node.targets:  # type: ignore[attr-defined]
-                self._bind(t, value, fn)
-                self._bound(fn, t, ("=", node.value))  # type: ignore[attr-defined]
-            return
-        if kind in (ast.AnnAssign, ast.AugAssign):
-            if node.value is not None:  # type: ignore[attr-defined]
-                self._bound(fn, node.target, ("=", node.value))  # (`x += v`: x's other bindings count too)  # type: ignore[attr-defined]
-                self._exprs(node.value, fn, **where)  # type: ignore[attr-defined]
-                if kind is ast.AnnAssign:
-                    self._bind(node.target, _expr(node.value), fn)  # type: ignore[attr-defined]
-                elif isinstance(node.op, ast.Add) and isinstance(node.value, (ast.List, ast.Tuple)):  # type: ignore[attr-defined]
-                    self._bind(node.target, _expr(node.value), fn)  # `self.layers += [Block()]`  # type: ignore[attr-defined]
-            return
-        if kind is ast.Return:
-            if node.value is not None:  # type: ignore[attr-defined]
-                self._exprs(node.value, fn, **where)  # type: ignore[attr-defined]
-                value = _expr(node.value)  # type: ignore[attr-defined]
-                if value is not None:
-                    fn["returns"].append(value)
-            return
-        if kind is ast.Match:  # pragma: no cover - rare in training code
-            self._exprs(node.subject, fn, **where)  # type: ignore[attr-defined]
-            for case in node.cases:  # type: ignore[attr-defined]
-                for sub in ast.walk(case.pattern):
-                    if getattr(sub, "name", None):  # `case Point(x=x) as p`, `case [*rest]`
-                        self._bound_name(fn, sub.name)  # type: ignore[attr-defined]
-                self._block(case.body, fn, cls, **dict(where, guarded=guarded | GUARDED))
-            return
-        if kind in (ast.Global, ast.Nonlocal):
-            for name in node.names:  # type: ignore[attr-defined]
-                self._bound_name(fn, name)
-            return
-        if kind is ast.Delete:
-            for t in node.targets:  # type: ignore[attr-defined]
+        # `if step % N == 0:` runs its body now and then; its `else` runs nearly every time
+        nodes = walk(test)
+        g = guarded | (GUARDED if _is_interval_test(nodes) else 0)
+        optional = 0 if _always_taken(nodes) else CONDITIONAL
+        self._block(node.body, fn, cls, loop, g | optional, handler, grad_off)
+        self._block(node.orelse, fn, cls, loop, guarded | optional, handler, grad_off)
+
+    def _with(self, node: Any, fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
+        off = grad_off
+        for item in node.items:
+            self._exprs(item.context_expr, fn, loop, guarded, handler, grad_off)
+            if _is_grad_off(item.context_expr):
+                off = True
+            if item.optional_vars is not None:
+                self._bind(item.optional_vars, _expr(item.context_expr), fn)
+                self._bound(fn, item.optional_vars, None)
+        self._block(node.body, fn, cls, loop, guarded, handler, off)
+
+    def _try(self, node: Any, fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
+        self._block(node.body, fn, cls, loop, guarded, handler, grad_off)
+        for h in node.handlers:
+            if h.name:
+                self._bound_name(fn, h.name)
+            self._block(h.body, fn, cls, loop, guarded, True, grad_off)
+        self._block(node.orelse, fn, cls, loop, guarded, handler, grad_off)
+        self._block(node.finalbody, fn, cls, loop, guarded, handler, grad_off)
+
+    def _assign(self, node: Any, fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
+        value = _expr(node.value)
+        self._exprs(node.value, fn, loop, guarded, handler, grad_off)
+        for t in node.targets:
+            self._bind(t, value, fn)
+            self._bound(fn, t, ("=", node.value))
+
+    def _update(self, node: Any, fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
+        """`x: T = v`, `x += v`."""
+        if node.value is not None:
+            self._bound(fn, node.target, ("=", node.value))  # (`x += v`: x's other bindings count too)
+            self._exprs(node.value, fn, loop, guarded, handler, grad_off)
+            if node.__class__ is ast.AnnAssign:
+                self._bind(node.target, _expr(node.value), fn)
+            elif isinstance(node.op, ast.Add) and isinstance(node.value, (ast.List, ast.Tuple)):
+                self._bind(node.target, _expr(node.value), fn)  # `self.layers += [Block()]`
+
+    def _return(self, node: Any, fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
+        if node.value is not None:
+            self._exprs(node.value, fn, loop, guarded, handler, grad_off)
+            value = _expr(node.value)
+            if value is not None:
+                fn["returns"].append(value)
+
+    def _match(self, node: Any, fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:  # pragma: no cover - rare in training code
+        self._exprs(node.subject, fn, loop, guarded, handler, grad_off)
+        for case in node.cases:
+            for sub in walk(case.pattern):
+                if getattr(sub, "name", None):  # `case Point(x=x) as p`, `case [*rest]`
+                    self._bound_name(fn, sub.name)  # type: ignore[attr-defined]
+            self._block(case.body, fn, cls, loop, guarded | GUARDED, handler, grad_off)
+
+    def _names(self, node: Any, fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
+        """`global x`, `nonlocal x`."""
+        for name in node.names:
+            self._bound_name(fn, name)
+
+    def _expression(self, node: Any, fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
+        self._exprs(node.value, fn, loop, guarded, handler, grad_off)
+
+    def _other(self, node: Any, fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
+        """`del`, `raise`, `assert`, ...: the calls in their expressions."""
+        if node.__class__ is ast.Delete:
+            for t in node.targets:
                 self._bound(fn, t, None)
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.stmt):
-                self._stmt(child, fn, cls, **where)
-            elif isinstance(child, ast.expr):
-                self._exprs(child, fn, **where)
+        for field in node._fields:
+            value = getattr(node, field, None)
+            for child in value if value.__class__ is list else (value,):
+                if isinstance(child, ast.stmt):
+                    self._block((child,), fn, cls, loop, guarded, handler, grad_off)
+                elif isinstance(child, ast.expr):
+                    self._exprs(child, fn, loop, guarded, handler, grad_off)
+
+    _VISIT = {
+        ast.FunctionDef: _def, ast.AsyncFunctionDef: _def, ast.ClassDef: _classdef, ast.Import: _imports, ast.ImportFrom: _imports,
+        ast.For: _loop, ast.AsyncFor: _loop, ast.While: _loop, ast.If: _if, ast.With: _with, ast.AsyncWith: _with,
+        ast.Try: _try, getattr(ast, "TryStar", ast.Try): _try, ast.Assign: _assign, ast.AnnAssign: _update, ast.AugAssign: _update,
+        ast.Return: _return, ast.Match: _match, ast.Global: _names, ast.Nonlocal: _names, ast.Expr: _expression,
+    }
 
     def _bind(self, target: ast.AST, value: Any, fn: Dict[str, Any]) -> None:
         if value is None:
@@ -524,52 +571,74 @@ class _Summarizer:
                 fn["attrs"].setdefault(inner.attr, []).append(value)  # self.layers[k] = Block()
 
     def _exprs(self, node: ast.AST, fn: Dict[str, Any], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
-        """Calls inside an expression (lambdas are not followed: they run when called)."""
-        todo = [(node, guarded)]
+        """Calls inside an expression (lambdas are not followed: they run when called), depth
+        first, the last child first. The branches of a conditional expression and the operands
+        that `and`/`or` may skip get more flags: an int on the stack says the flags of the nodes
+        taken after it (until the next one)."""
+        todo: List[Any] = [node]
+        pop, push = todo.pop, todo.append
+        g = guarded
+        properties = self.properties if fn["cls"] and fn["params"] else ()
         while todo:
-            sub, g = todo.pop()
+            sub = pop()
             kind = sub.__class__
-            if kind is ast.Lambda:
+            if kind is int:
+                g = sub
                 continue
-            if kind is ast.IfExp:
-                todo.append((sub.test, g))  # type: ignore[attr-defined]
-                gg = g | (GUARDED if _is_interval_test(sub.test) else 0)  # type: ignore[attr-defined]
-                todo.append((sub.body, gg))  # type: ignore[attr-defined]
-                todo.append((sub.orelse, g))  # type: ignore[attr-defined]
+            if kind is ast.Call:
+                self._call(sub, fn, loop, g, handler, grad_off)
+                if sub.func.__class__ not in _INERT:  # type: ignore[attr-defined]
+                    push(sub.func)  # type: ignore[attr-defined]
+                for child in sub.args:  # type: ignore[attr-defined]
+                    if child.__class__ not in _INERT:
+                        push(child)
+                for keyword in sub.keywords:  # type: ignore[attr-defined]
+                    if keyword.value.__class__ not in _INERT:
+                        push(keyword.value)  # (what a keyword node would push)
                 continue
-            if kind is ast.BoolOp:
+            elif kind is ast.Attribute:
+                if sub.attr in properties:  # type: ignore[attr-defined]
+                    base = sub.value  # type: ignore[attr-defined]
+                    if base.__class__ is ast.Name and base.id == fn["params"][0] and sub.ctx.__class__ is ast.Load:  # type: ignore[attr-defined]
+                        # reading a property runs its getter: a call with no arguments
+                        flags = g | (HANDLER if handler else 0) | (GRAD_OFF if grad_off else 0) | PROPERTY
+                        fn["calls"].append([sub.lineno, ["a", ["n", base.id], sub.attr], [], {}, loop, flags])  # type: ignore[attr-defined]
+            elif kind is ast.IfExp:  # the else, the body (flagged after an interval test), the test
+                push(sub.test)  # type: ignore[attr-defined]
+                push(g)
+                push(sub.body)  # type: ignore[attr-defined]
+                push(g | (GUARDED if _is_interval_test(walk(sub.test)) else 0))  # type: ignore[attr-defined]
+                push(sub.orelse)  # type: ignore[attr-defined]
+                continue
+            elif kind is ast.BoolOp:  # the other operands (short-circuited: may not run), the first
                 values = sub.values  # type: ignore[attr-defined]
-                todo.append((values[0], g))
-                for v in values[1:]:
-                    todo.append((v, g | GUARDED))  # short-circuited: may not run
+                push(values[0])
+                push(g)
+                todo += values[1:]
+                push(g | GUARDED)
                 continue
-            if kind is ast.NamedExpr:
+            elif kind is ast.NamedExpr:
                 self._bound(fn, sub.target, None)  # type: ignore[attr-defined]
             elif kind in _COMPREHENSIONS:  # (their own scope: a call in one sees its variables)
                 for gen in sub.generators:  # type: ignore[attr-defined]
                     self._bound(fn, gen.target, None)
-            if kind is ast.Call:
-                self._call(sub, fn, loop, g, handler, grad_off)  # type: ignore[arg-type]
-            elif kind is ast.Attribute and sub.attr in self.properties and fn["cls"] and fn["params"]:  # type: ignore[attr-defined]
-                base = sub.value  # type: ignore[attr-defined]
-                if isinstance(base, ast.Name) and base.id == fn["params"][0] and isinstance(sub.ctx, ast.Load):  # type: ignore[attr-defined]
-                    # reading a property runs its getter: a call with no arguments
-                    flags = g | (HANDLER if handler else 0) | (GRAD_OFF if grad_off else 0) | PROPERTY
-                    fn["calls"].append([sub.lineno, ["a", ["n", base.id], sub.attr], [], {}, loop, flags])  # type: ignore[attr-defined]
-            for field in sub._fields:
-                value = getattr(sub, field, None)
+            fields = _EXPR_FIELDS.get(kind)
+            if fields is None:
+                fields = _expr_fields(kind)
+            for field in fields:
+                value = getattr(sub, field)
                 if value.__class__ is list:
                     for child in value:
-                        if isinstance(child, ast.AST):
-                            todo.append((child, g))
-                elif isinstance(value, ast.AST) and value.__class__ not in _LEAVES:
-                    todo.append((value, g))
+                        if child.__class__ not in _INERT:
+                            push(child)
+                elif value.__class__ not in _INERT:
+                    push(value)
 
     def _call(self, node: ast.Call, fn: Dict[str, Any], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
         func = node.func
-        if isinstance(func, ast.Attribute):
+        if func.__class__ is ast.Attribute and func.attr in _NOTED_METHODS:
             name = func.attr
-            if name in ("backward", "manual_backward"):
+            if name in ("backward", "manual_backward"):  # (`torch.autograd.backward(loss)` too)
                 fn["backward"] = True
                 if loop >= 0:
                     fn["loops"][loop].setdefault("direct", []).append("b")
@@ -592,20 +661,20 @@ class _Summarizer:
                     root = root.func if isinstance(root, ast.Call) else root.value
                 if isinstance(root, ast.Name):
                     fn["loops"][loop].setdefault("moved", []).append(root.id)
-        elif isinstance(func, ast.Name) and func.id == "__import__":
+        elif func.__class__ is ast.Name and func.id == "__import__":
             return
-        if (_dotted(func) or "").endswith("autograd.backward"):
-            fn["backward"] = True
         target = _expr(func)
         if target is None:
             return
         if func.__class__ is ast.Name and func.id == "isinstance" or func.__class__ is ast.Attribute and func.attr == "is_tensor":
             self._note_type_test(node, fn)
-        args = [_expr(a) for a in node.args if not isinstance(a, ast.Starred)]
-        kws = {k.arg: _expr(k.value) for k in node.keywords if k.arg}
+        args = [_expr(a) for a in node.args if a.__class__ is not ast.Starred] if node.args else []
+        kws = {}
+        if node.keywords:
+            kws = {k.arg: _expr(k.value) for k in node.keywords if k.arg}
         if len(args) < len(node.args):
             kws["*"] = SPLAT
-        if any(k.arg is None for k in node.keywords):
+        if node.keywords and any(k.arg is None for k in node.keywords):
             kws["**"] = SPLAT
         flags = guarded | (HANDLER if handler else 0) | (GRAD_OFF if grad_off else 0)
         record = [node.lineno, target, args, kws, loop, flags]
@@ -621,7 +690,7 @@ class _Summarizer:
             return
         if len(node.args) > 1 and not any(
             (isinstance(t, ast.Attribute) and t.attr == "Tensor") or (isinstance(t, ast.Name) and t.id == "Tensor")
-            for t in ast.walk(node.args[1])
+            for t in walk(node.args[1])
         ):
             return
         typed = fn.setdefault("typed", [])
@@ -641,8 +710,16 @@ class _Summarizer:
             if id(record) not in kept:
                 continue
             names = self._binds.get(id(fn), {})
-            host: List[Any] = [k for k, a in enumerate(a for a in node.args if not isinstance(a, ast.Starred)) if self._host_value(a, names, ())]
-            host += [k.arg for k in node.keywords if k.arg and self._host_value(k.value, names, ())]
+            host: List[Any] = []
+            position = 0
+            for a in node.args:
+                if a.__class__ is not ast.Starred:
+                    if self._host_value(a, names, ()):
+                        host.append(position)
+                    position += 1
+            for k in node.keywords:
+                if k.arg and self._host_value(k.value, names, ()):
+                    host.append(k.arg)
             if host:
                 record.append(host)
         self._pending = []
@@ -701,7 +778,7 @@ class _Summarizer:
         if target.__class__ is ast.Name:
             self._binds.setdefault(id(fn), {}).setdefault(target.id, []).append(how)  # type: ignore[attr-defined]
         elif target.__class__ in (ast.Tuple, ast.List, ast.Starred):
-            for sub in ast.walk(target):
+            for sub in walk(target):
                 if sub.__class__ is ast.Name:
                     self._bound_name(fn, sub.id)  # type: ignore[attr-defined]
 
@@ -876,6 +953,7 @@ def compact(summary: Dict[str, Any], shared: Optional[Dict[Any, Any]] = None) ->
     per batch of files, which pickling keeps shared)."""
     memo: Dict[Any, Any] = {} if shared is None else shared
     intern = sys.intern
+    empty = memo.setdefault(FrozenDict(), FrozenDict())  # (most keyword maps)
 
     def go(obj: Any) -> Tuple[Any, bool]:
         # (compact form, whether it may be shared: `True == 1` and `1.0 == 1`, so only containers
@@ -905,6 +983,8 @@ def compact(summary: Dict[str, Any], shared: Optional[Dict[Any, Any]] = None) ->
                     shareable = False
             out: Any = tuple(items)
         elif kind is dict or kind is FrozenDict:
+            if not obj:
+                return empty, True
             shareable = True
             entries = {}
             for key, v in obj.items():
@@ -978,9 +1058,25 @@ def _is_range(it: ast.AST) -> bool:
 
 
 _COMPREHENSIONS = frozenset({ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp})
+#: The methods whose calls `_Summarizer._call` notes more about than the call.
+_NOTED_METHODS = frozenset({
+    "backward", "manual_backward", "step", "optimizer_step", "add_argument", "append", "extend", "insert", "add_module", "eval", "cuda", "to",
+})
 
-#: Nodes `_exprs` need not enter: no call below them.
-_LEAVES = frozenset({ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del})
+#: What `_exprs` need not take: no call below it (a lambda's calls run when it is called).
+_INERT = frozenset({
+    type(None), ast.Name, ast.Constant, ast.Lambda,
+    *(k for base in (ast.expr_context, ast.operator, ast.unaryop, ast.boolop, ast.cmpop) for k in base.__subclasses__()),
+})
+#: Fields that hold no node (names, numbers, flags) or no call (operators, contexts).
+_NO_CALL_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "kind", "conversion", "is_async", "type_comment"})
+#: node class -> the fields `_exprs` looks into (`_expr_fields`); none in a lambda or a constant.
+_EXPR_FIELDS: Dict[type, Tuple[str, ...]] = {ast.Lambda: (), ast.Constant: ()}
+
+
+def _expr_fields(kind: type) -> Tuple[str, ...]:
+    fields = _EXPR_FIELDS[kind] = tuple(f for f in getattr(kind, "_fields", ()) if f not in _NO_CALL_FIELDS)
+    return fields
 
 
 def cache_fill_lines(tree: ast.AST) -> Set[int]:
@@ -989,31 +1085,45 @@ def cache_fill_lines(tree: ast.AST) -> Set[int]:
     exists(f): ...`, and `if exists(f): return load(f)` followed by the computation). They run
     once per sample ever, not once per sample per epoch (the cache-to-disk pattern)."""
     found: Set[int] = set()
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if not isinstance(body, list):
-            continue
-        for block in (body, getattr(node, "orelse", None) or [], getattr(node, "finalbody", None) or []):
-            for k, stmt in enumerate(block):
-                if not isinstance(stmt, ast.If):
-                    continue
-                test, negated = stmt.test, False
-                if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-                    test, negated = test.operand, True
-                if not (isinstance(test, ast.Call) and _last_name(test.func) in _EXISTS):
-                    continue
-                if negated:
-                    miss: List[ast.stmt] = stmt.body
-                elif stmt.orelse:
-                    miss = stmt.orelse
-                elif stmt.body and isinstance(stmt.body[-1], ast.Return):
-                    miss = block[k + 1:]  # `if exists(f): return load(f)`: the rest computes and saves
-                else:
-                    continue
-                calls = [n for m in miss for n in ast.walk(m) if isinstance(n, ast.Call)]
-                if any(_last_name(c.func) in _SAVES for c in calls):
-                    found.update(c.lineno for c in calls)
+    for block in _statement_blocks(tree):
+        for k, stmt in enumerate(block):
+            if not isinstance(stmt, ast.If):
+                continue
+            test, negated = stmt.test, False
+            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                test, negated = test.operand, True
+            if not (isinstance(test, ast.Call) and _last_name(test.func) in _EXISTS):
+                continue
+            if negated:
+                miss: List[ast.stmt] = stmt.body
+            elif stmt.orelse:
+                miss = stmt.orelse
+            elif stmt.body and isinstance(stmt.body[-1], ast.Return):
+                miss = block[k + 1:]  # `if exists(f): return load(f)`: the rest computes and saves
+            else:
+                continue
+            calls = [n for m in miss for n in walk(m) if n.__class__ is ast.Call]
+            if any(_last_name(c.func) in _SAVES for c in calls):
+                found.update(c.lineno for c in calls)
     return found
+
+
+def _statement_blocks(tree: ast.AST) -> List[List[ast.stmt]]:
+    """Every list of statements in a tree: bodies, `else` and `finally` blocks, the bodies of
+    exception handlers and `match` cases, nested ones included (what `ast.walk` would find,
+    without going into expressions: no statement is in one)."""
+    out: List[List[ast.stmt]] = []
+    todo: List[Any] = [tree]
+    while todo:
+        node = todo.pop()
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(node, name, None)
+            if block.__class__ is list:
+                out.append(block)
+                todo += block
+        todo += getattr(node, "handlers", ())
+        todo += getattr(node, "cases", ())
+    return out
 
 
 def _last_name(func: ast.AST) -> str:

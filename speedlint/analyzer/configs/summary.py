@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import ast
 import posixpath
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 #: Calls that read a config from a file object, a string or a path: qualified name -> format.
 _READERS = {
@@ -44,6 +44,24 @@ WRAPPERS = frozenset({
 })
 _PATH_WRAPPERS = frozenset({"abspath", "realpath", "normpath", "expanduser", "str", "Path", "PurePath", "PosixPath", "resolve", "absolute", "fspath"})
 _CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml", ".ini", ".cfg", ".conf")
+
+
+def walk(node: ast.AST) -> List[ast.AST]:
+    """`list(ast.walk(node))`: the same nodes in the same (breadth-first) order, about twice as
+    fast (one list, no generators)."""
+    out = [node]
+    append = out.append
+    AST = ast.AST
+    for sub in out:  # (the nodes appended meanwhile are visited too)
+        for name in sub._fields:
+            value = getattr(sub, name, None)
+            if value.__class__ is list:
+                for child in value:
+                    if isinstance(child, AST):
+                        append(child)
+            elif isinstance(value, AST):
+                append(value)
+    return out
 
 
 def dotted_name(node: ast.AST) -> Optional[str]:
@@ -96,7 +114,8 @@ class _ConfigFacts:
                 for alias in node.names:
                     if alias.name != "*":
                         self.imported[alias.asname or alias.name] = [node.module or "", node.level, alias.name]
-        module_binds = _binds(self.tree.body)
+        module_statements = block_statements(self.tree.body)
+        module_binds = _binds(module_statements)
         for name, values in module_binds.items():
             if len(values) == 1:
                 spec = self.path(values[0], module_binds, (), 0)
@@ -106,12 +125,13 @@ class _ConfigFacts:
             call = node.value if isinstance(node, ast.Expr) else None
             if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument":
                 self._argparse(call, module_binds)
-        self._scope(0, self.tree.body, module_binds, ())
+        self._scope(0, module_statements, module_binds, ())
         for node, _ in everything:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                binds = _binds(node.body)
+                statements = block_statements(node.body)
+                binds = _binds(statements)
                 params = tuple(a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs))
-                self._scope(node.lineno, node.body, {**module_binds, **binds} if binds else module_binds, params, node)
+                self._scope(node.lineno, statements, {**module_binds, **binds} if binds else module_binds, params, node)
         if not (self.loads or self.hydra or self.fills or self.consts or self.argparse):
             return None
         out: Dict[str, Any] = {}
@@ -196,7 +216,9 @@ class _ConfigFacts:
         return None
 
     # loads -----------------------------------------------------------------------------------
-    def _scope(self, line: int, body: List[ast.stmt], binds: Dict[str, List[ast.AST]], params: Tuple[str, ...], fn: Optional[ast.AST] = None) -> None:
+    def _scope(self, line: int, statements: List[ast.stmt], binds: Dict[str, List[ast.AST]], params: Tuple[str, ...], fn: Optional[ast.AST] = None) -> None:
+        """The loads, fills and parsers of a module's or a function's `statements` (its
+        `block_statements`)."""
         opened: Dict[str, Any] = {}  # file object name -> path (`with open(p) as f`)
         read: Dict[str, Any] = {}  # text name -> path (`data = f.read()`)
         parsers: Dict[str, bool] = {}
@@ -204,7 +226,7 @@ class _ConfigFacts:
             for dec in getattr(fn, "decorator_list", []):
                 if isinstance(dec, ast.Call) and self.qualname(dec.func) in ("hydra.main",):
                     self._hydra(line, dec, binds, params)
-        for stmt in block_statements(body):
+        for stmt in statements:
             if isinstance(stmt, (ast.With, ast.AsyncWith)):
                 for item in stmt.items:
                     spec = self._opened(item.context_expr, binds, params)
@@ -216,11 +238,11 @@ class _ConfigFacts:
                 if name is None:
                     continue
                 if isinstance(value, ast.Call):
-                    fmt, spec = self._load(value, binds, params, opened, read)
+                    q = self.qualname(value.func)
+                    fmt, spec = self._load(value, q, binds, params, opened, read)
                     if fmt is not None:
                         self.loads.append([line, name, fmt, spec, stmt.lineno])
                         continue
-                    q = self.qualname(value.func)
                     if q in _PARSERS:
                         parsers[name] = True
                         continue
@@ -237,7 +259,7 @@ class _ConfigFacts:
                     if splat is not None:
                         self.fills.append([line, name, splat, False])
             elif isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Call):
-                fmt, spec = self._load(stmt.value, binds, params, opened, read)
+                fmt, spec = self._load(stmt.value, self.qualname(stmt.value.func), binds, params, opened, read)
                 if fmt is not None:
                     self.loads.append([line, "<return>", fmt, spec, stmt.lineno])
             elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
@@ -295,8 +317,8 @@ class _ConfigFacts:
             return self.path(node.func.value, binds, params, 0)
         return None
 
-    def _load(self, call: ast.Call, binds: Dict[str, List[ast.AST]], params: Tuple[str, ...], opened: Dict[str, Any], read: Dict[str, Any]) -> Tuple[Optional[str], Optional[List[Any]]]:
-        q = self.qualname(call.func)
+    def _load(self, call: ast.Call, q: str, binds: Dict[str, List[ast.AST]], params: Tuple[str, ...], opened: Dict[str, Any], read: Dict[str, Any]) -> Tuple[Optional[str], Optional[List[Any]]]:
+        """A config read by `call` (`q`: its function's qualified name): (format, path)."""
         fmt = _READERS.get(q)
         if fmt is None and q.endswith("OmegaConf.load"):
             fmt = "yaml"
@@ -341,49 +363,67 @@ class _ConfigFacts:
             self.hydra.append([line, spec, name.value])
 
 
-def all_statements(tree: ast.Module) -> Iterator[Tuple[ast.stmt, Optional[ast.AST]]]:
+#: The fields of a statement that hold blocks, in the order `all_statements` and
+#: `block_statements` take them (`_block_fields`, per class).
+_BLOCKS = ("body", "orelse", "finalbody", "handlers")
+_BLOCK_FIELDS: Dict[type, Tuple[str, ...]] = {}
+
+
+def _block_fields(kind: type) -> Tuple[str, ...]:
+    fields = _BLOCK_FIELDS.get(kind)
+    if fields is None:
+        fields = _BLOCK_FIELDS[kind] = tuple(f for f in _BLOCKS if f in kind._fields)  # type: ignore[attr-defined]
+    return fields
+
+
+def all_statements(tree: ast.Module) -> List[Tuple[ast.stmt, Optional[ast.AST]]]:
     """(statement, the function it is in) for every statement of a module, nested function and
     class bodies included: no expression is visited (a tenth of a full `ast.walk`)."""
+    out: List[Tuple[ast.stmt, Optional[ast.AST]]] = []
     todo: List[Tuple[ast.stmt, Optional[ast.AST]]] = [(s, None) for s in reversed(tree.body)]
     while todo:
-        stmt, fn = todo.pop()
-        yield stmt, fn
-        inner = stmt if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) else fn
-        for name in ("body", "orelse", "finalbody", "handlers"):
-            block = getattr(stmt, name, None)
-            if isinstance(block, list):
-                for child in reversed(block):
-                    if isinstance(child, ast.stmt):
-                        todo.append((child, inner))
-                    elif isinstance(child, ast.excepthandler):
-                        todo.extend((c, inner) for c in reversed(child.body))
-        if isinstance(stmt, ast.Match):  # pragma: no cover - rare in training code
-            for case in stmt.cases:
+        item = todo.pop()
+        out.append(item)
+        stmt, fn = item
+        kind = stmt.__class__
+        fields = _block_fields(kind)
+        if not fields and kind is not ast.Match:
+            continue
+        inner = stmt if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef else fn
+        for name in fields:
+            for child in reversed(getattr(stmt, name)):
+                if isinstance(child, ast.stmt):
+                    todo.append((child, inner))
+                elif isinstance(child, ast.excepthandler):
+                    todo.extend((c, inner) for c in reversed(child.body))
+        if kind is ast.Match:  # pragma: no cover - rare in training code
+            for case in stmt.cases:  # type: ignore[attr-defined]
                 todo.extend((c, inner) for c in reversed(case.body))
+    return out
 
 
 def block_statements(body: List[ast.stmt]) -> List[ast.stmt]:
     """The statements of a body, nested blocks included (not nested functions or classes)."""
     out: List[ast.stmt] = []
-    todo = list(reversed(body))
+    todo: List[Any] = list(reversed(body))
     while todo:
         stmt = todo.pop()
-        out.append(stmt)
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        kind = stmt.__class__
+        if kind is ast.ExceptHandler:
+            todo.extend(reversed(stmt.body))  # (its body only: a handler is no statement)
             continue
-        for name in ("body", "orelse", "finalbody", "handlers"):
-            inner = getattr(stmt, name, None)
-            if isinstance(inner, list):
-                todo.extend(reversed([s for s in inner if isinstance(s, (ast.stmt, ast.excepthandler))]))
-        if isinstance(stmt, ast.ExceptHandler):
-            pass
-    return [s for s in out if isinstance(s, ast.stmt)]
+        out.append(stmt)
+        if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef or kind is ast.ClassDef:
+            continue
+        for name in _block_fields(kind):
+            todo.extend(reversed(getattr(stmt, name)))
+    return out
 
 
-def _binds(body: List[ast.stmt]) -> Dict[str, List[ast.AST]]:
-    """name -> the values assigned to it in a body (nested blocks included)."""
+def _binds(statements: List[ast.stmt]) -> Dict[str, List[ast.AST]]:
+    """name -> the values assigned to it in a body (its `block_statements`)."""
     out: Dict[str, List[ast.AST]] = {}
-    for stmt in block_statements(body):
+    for stmt in statements:
         if isinstance(stmt, ast.Assign):
             for t in stmt.targets:
                 if isinstance(t, ast.Name):
