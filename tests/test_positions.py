@@ -94,6 +94,22 @@ def _chunks(nodes, rnd):
         i += k
 
 
+def _random_modules(rnd, pieces, count, most, valid_for_ast=False):
+    """(text, LibCST module) for `count` texts of 1 to `most` random pieces that parse (and that
+    `ast` parses too, with `valid_for_ast`)."""
+    for _ in range(count):
+        text = "".join(rnd.choice(pieces) for _ in range(rnd.randint(1, most)))
+        try:
+            if valid_for_ast:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    compile(text, "<text>", "exec", 0x400)  # (ast.PyCF_ONLY_AST)
+            module = cst.parse_module(text)
+        except Exception:
+            continue
+        yield text, module
+
+
 @pytest.mark.parametrize("text", [*_sources(), *NOT_ROUND_TRIPPED, *ROUND_TRIPPED])
 def test_statement_by_statement_a_few_nodes_at_a_time(text):
     """Given the text, only the statements holding the nodes are generated: every node (a sample
@@ -133,12 +149,7 @@ def test_statement_by_statement_on_random_texts():
     ]  # fmt: skip
     rnd = random.Random(3)
     placed = asked = 0
-    for _ in range(150):
-        text = "".join(rnd.choice(pieces) for _ in range(rnd.randint(1, 8)))
-        try:
-            module = cst.parse_module(text)
-        except Exception:
-            continue
+    for text, module in _random_modules(rnd, pieces, 150, 8):
         tree = TreeIndex(module)
         expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
         nodes = tree.nodes[1:]
@@ -163,17 +174,8 @@ def test_generated_text_is_what_a_whole_module_pass_generates():
         "def f():", "class C:", "  y = (1,", "2)", " ", "'''s\n'''", ";", "\n\n", "z = \\\n 3", "\n    ", "\n  # c",
         "f(a,\n  # c\n b)", "'''\n\\x\n  # y\n'''", "    \n", "  \r\n",
     ]  # fmt: skip
-    rnd = random.Random(7)
     answered = refused = 0
-    for _ in range(6000):
-        text = "".join(rnd.choice(pieces) for _ in range(rnd.randint(1, 10)))
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                compile(text, "<text>", "exec", 0x400)  # (ast.PyCF_ONLY_AST)
-            module = cst.parse_module(text)
-        except Exception:
-            continue
+    for text, module in _random_modules(random.Random(7), pieces, 6000, 10, valid_for_ast=True):
         state = _NotingState(module.default_indent, module.default_newline)
         module._codegen(state)
         generated = "".join(state.tokens) + state.popped
