@@ -550,8 +550,10 @@ class _Summarizer:
         ast.FunctionDef: _def, ast.AsyncFunctionDef: _def, ast.ClassDef: _classdef, ast.Import: _imports, ast.ImportFrom: _imports,
         ast.For: _loop, ast.AsyncFor: _loop, ast.While: _loop, ast.If: _if, ast.With: _with, ast.AsyncWith: _with,
         ast.Try: _try, getattr(ast, "TryStar", ast.Try): _try, ast.Assign: _assign, ast.AnnAssign: _update, ast.AugAssign: _update,
-        ast.Return: _return, ast.Match: _match, ast.Global: _names, ast.Nonlocal: _names, ast.Expr: _expression,
+        ast.Return: _return, ast.Global: _names, ast.Nonlocal: _names, ast.Expr: _expression,
     }
+    if hasattr(ast, "Match"):  # Python 3.10+
+        _VISIT[ast.Match] = _match
 
     def _bind(self, target: ast.AST, value: Any, fn: Dict[str, Any]) -> None:
         if value is None:

@@ -367,6 +367,7 @@ class _ConfigFacts:
 #: `block_statements` take them (`_block_fields`, per class).
 _BLOCKS = ("body", "orelse", "finalbody", "handlers")
 _BLOCK_FIELDS: Dict[type, Tuple[str, ...]] = {}
+_MATCH = getattr(ast, "Match", None)  # (Python 3.10+)
 
 
 def _block_fields(kind: type) -> Tuple[str, ...]:
@@ -387,7 +388,7 @@ def all_statements(tree: ast.Module) -> List[Tuple[ast.stmt, Optional[ast.AST]]]
         stmt, fn = item
         kind = stmt.__class__
         fields = _block_fields(kind)
-        if not fields and kind is not ast.Match:
+        if not fields and kind is not _MATCH:
             continue
         inner = stmt if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef else fn
         for name in fields:
@@ -396,7 +397,7 @@ def all_statements(tree: ast.Module) -> List[Tuple[ast.stmt, Optional[ast.AST]]]
                     todo.append((child, inner))
                 elif isinstance(child, ast.excepthandler):
                     todo.extend((c, inner) for c in reversed(child.body))
-        if kind is ast.Match:  # pragma: no cover - rare in training code
+        if kind is _MATCH:  # pragma: no cover - rare in training code
             for case in stmt.cases:  # type: ignore[attr-defined]
                 todo.extend((c, inner) for c in reversed(case.body))
     return out
