@@ -283,6 +283,7 @@ class Flow:
         seeds = ctx.seeds
         self._project_models: Set[str] = set(seeds.project.get("models", ())) if seeds is not None else set()
         self._callers: Dict[cst.FunctionDef, List[cst.Call]] = {}
+        self._submodule_callers: Dict[cst.FunctionDef, List[cst.Call]] = {}
 
     # -- bindings ----------------------------------------------------------------------------
     def _scopes(self, node: cst.CSTNode, name: str) -> Iterator[Scope]:
@@ -456,10 +457,13 @@ class Flow:
         """For a module's `forward`: the calls of this file that run it through an attribute of
         another module (`self.y_embedder(y, self.training)` after `self.y_embedder =
         LabelEmbedder(...)`)."""
+        if fn in self._submodule_callers:
+            return self._submodule_callers[fn]
         cls = self.facts.function_class.get(fn)
+        found: List[cst.Call] = []
+        self._submodule_callers[fn] = found
         if fn.name.value != "forward" or cls is None:
-            return []
-        found = []
+            return found
         for call in self.facts.calls:
             func = call.func
             if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):

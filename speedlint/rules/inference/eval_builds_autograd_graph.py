@@ -172,7 +172,7 @@ class EvalBuildsAutogradGraph(Rule):
             for fn in facts.resolve_call(n):
                 if not self.models.runs_forward(fn.body, 1):
                     continue
-                if any(facts.is_grad_off(d.decorator) for d in fn.decorators) or self._body_disables_grad(fn):
+                if facts.grad_disabled_at(fn.body) is not None or self._body_disables_grad(fn):
                     covered = True
                 else:
                     return False
