@@ -69,6 +69,12 @@ EVAL_NAME = re.compile(
 )
 SCHEDULER_HINT = re.compile(r"sched|(^|_)lr(_|$)|warmup", re.I)
 #: Names in an `if` test that say the branch runs now and then, not every time.
+#: A value that changes every step: a loop counter, a step count (`i`, `step`, `batch_idx`).
+COUNTER_NAME = re.compile(
+    r"(^|_)(step|steps|it|iter|iters|iteration|iterations|idx|index|i|j|n|batch_idx|batch_i|batch_num|"
+    r"batch_nb|batch_id|nb|count|counter|cnt|epoch|tick)$",
+    re.I,
+)
 _INTERVAL_WORDS = re.compile(r"log|interval|every|freq|period|print|verbose|debug|display|save|ckpt|checkpoint|vis|summary|report|plot|sample_|dump", re.I)
 #: Containers whose calls give back what they hold (`nn.ModuleList([Block(), ...])`).
 _CONTAINERS = frozenset({"ModuleList", "Sequential", "ModuleDict", "ParameterList", "list", "tuple", "dict", "set", "sorted", "reversed", "iter", "enumerate", "zip", "tqdm", "cycle", "chain"})
@@ -286,6 +292,37 @@ C_LINE, C_FUNC, C_ARGS, C_KWS, C_LOOP, C_FLAGS, C_HOST = range(7)
 GUARDED, HANDLER, GRAD_OFF, TRAIN_ONLY, EVAL_ONLY, CONDITIONAL, PROPERTY = 1, 2, 4, 8, 16, 32, 64
 #: Call-site flag (`cache_fill_lines`): the call fills a cache file on a miss; later epochs load it.
 CACHE_FILL = 128
+#: Call-site flag: the call runs on one iteration of its innermost loop, under a test of that
+#: loop's counter for equality (`if i == len(loader) - 1:`). Rare when that loop is the step loop.
+ONE_ITERATION = 256
+
+
+def _compares_counter(nodes: List[ast.AST], counter: Optional[str]) -> bool:
+    """`i == len(loader) - 1`, `i + 1 == n`: the test holds on one value of `counter`
+    (`nodes`: the test's, from `walk`)."""
+    if counter is None:
+        return False
+    for sub in nodes:
+        if sub.__class__ is ast.Compare and any(op.__class__ is ast.Eq for op in sub.ops):  # type: ignore[attr-defined]
+            for side in (sub.left, *sub.comparators):  # type: ignore[attr-defined]
+                while side.__class__ is ast.BinOp:
+                    side = side.left if side.left.__class__ in (ast.Name, ast.BinOp) else side.right  # type: ignore[attr-defined]
+                if side.__class__ is ast.Name and side.id == counter:  # type: ignore[attr-defined]
+                    return True
+    return False
+
+
+def _loop_counter(target: ast.AST, it: ast.AST) -> Optional[str]:
+    """The counter a `for` loop binds: `for i in range(n)`, `for i, batch in enumerate(loader)`,
+    `for step, batch in pbar`."""
+    enumerated = it.__class__ is ast.Call and it.func.__class__ is ast.Name and it.func.id in ("enumerate", "range")  # type: ignore[attr-defined]
+    if target.__class__ is ast.Tuple and target.elts and target.elts[0].__class__ is ast.Name:  # type: ignore[attr-defined]
+        name = target.elts[0].id  # type: ignore[attr-defined]
+    elif target.__class__ is ast.Name:
+        name = target.id  # type: ignore[attr-defined]
+    else:
+        return None
+    return name if enumerated or COUNTER_NAME.search(name) else None
 
 
 def _always_taken(nodes: List[ast.AST]) -> bool:
@@ -430,6 +467,8 @@ class _Summarizer:
         self._import(node)  # (imports inside functions bind the same names, for our purpose)
 
     def _loop(self, node: Any, fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
+        if guarded & ONE_ITERATION:  # a whole loop run on one iteration of the enclosing one
+            guarded = (guarded & ~ONE_ITERATION) | GUARDED
         index = len(fn["loops"])
         self._loop_nodes.append(node)
         lp = {"line": node.lineno, "parent": loop, "g": len(self._loop_nodes) - 1, "grad_off": grad_off, "guarded": guarded, "iter": None}
@@ -444,6 +483,9 @@ class _Summarizer:
             lp["iter"] = _expr(it)
             self._exprs(it, fn, loop, guarded, handler, grad_off)
             lp["targets"] = [n.id for n in walk(target) if n.__class__ is ast.Name]  # type: ignore[attr-defined]
+            counter = _loop_counter(target, it)
+            if counter is not None:
+                lp["counter"] = counter
             if target.__class__ is ast.Tuple and target.elts and target.elts[0].__class__ is ast.Name and it.__class__ is ast.Call and it.func.__class__ is ast.Name and it.func.id == "enumerate":
                 self._bound(fn, target.elts[0], ("int", it))  # `for i, batch in enumerate(loader)`
                 for elt in target.elts[1:]:
@@ -469,6 +511,8 @@ class _Summarizer:
         # `if step % N == 0:` runs its body now and then; its `else` runs nearly every time
         nodes = walk(test)
         g = guarded | (GUARDED if _is_interval_test(nodes) else 0)
+        if loop >= 0 and _compares_counter(nodes, fn["loops"][loop].get("counter")):
+            g |= ONE_ITERATION
         optional = 0 if _always_taken(nodes) else CONDITIONAL
         self._block(node.body, fn, cls, loop, g | optional, handler, grad_off)
         self._block(node.orelse, fn, cls, loop, guarded | optional, handler, grad_off)
@@ -2237,6 +2281,8 @@ class Hotness:
             call = body["calls"][i]
             if call[C_FLAGS] & _SKIP[kind]:  # guarded, in an exception handler, or another mode's branch
                 continue
+            if call[C_FLAGS] & ONE_ITERATION and call[C_LOOP] == loop and kind in (STEP, EVAL):
+                continue  # `if i == len(loader) - 1:` in the step loop: once per epoch
             if kind in (STEP, EVAL):
                 self.hot_sites.setdefault(callee, set()).add((mid, fid, i))
             elif kind == EPOCH:

@@ -9,16 +9,12 @@ import libcst as cst
 
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, LOW, MEDIUM, Fix, Impact, Rule
+from speedlint.analyzer.program import COUNTER_NAME
 from speedlint.analyzer.providers.flow import CPU, Flow, flow
 
 _SYNC_METHODS = ("item", "cpu", "tolist", "numpy")
 _CONVERSIONS = ("float", "int", "bool", "str", "repr")
 _LOGGER = re.compile(r"log", re.I)
-_COUNTER = re.compile(
-    r"(^|_)(step|steps|it|iter|iters|iteration|iterations|idx|index|i|j|n|batch_idx|batch_i|batch_num|"
-    r"batch_nb|batch_id|nb|count|counter|cnt|epoch|tick)$",
-    re.I,
-)
 _RARE_NAME = re.compile(r"should_|(^|_)(log_now|is_log|do_log|log_step|is_logging_step|print_now|do_print)", re.I)
 _STATEMENTS = (cst.BaseSmallStatement, cst.BaseCompoundStatement)
 _ANOMALY = ("isnan", "isinf", "isfinite")
@@ -593,7 +589,7 @@ class HostSyncInTrainingStep(Rule):
             if b.site not in facts.step_loops and facts.step_of(b.site) is not None:
                 return False  # the counter of a loop inside the step (over layers, over the batch)
         last = (dotted(expr) or "").rsplit(".", 1)[-1]
-        if last and _COUNTER.search(last):
+        if last and COUNTER_NAME.search(last):
             return True
         if isinstance(expr, cst.Name):
             if b is not None and b.kind == "augassign":
