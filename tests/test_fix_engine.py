@@ -256,3 +256,17 @@ def test_each_text_is_parsed_once(monkeypatch):  # type: ignore[no-untyped-def]
     assert outcome.changed and len(outcome.applied) >= 2
     assert len(texts) >= 3 and len(texts) == len(set(texts))  # several rounds, no text parsed twice
     assert texts[0] == LOADER_LOOP and texts[-1] == outcome.fixed
+
+
+def test_a_text_the_parser_does_not_reproduce_is_left_whole():
+    """LibCST drops a line that holds only a `\\` continuation: writing its tree back would lose
+    it, so such a file is not fixed, and says why."""
+    text = BAD.replace("import gc\n", "import gc\n\\\n")
+    assert cst.parse_module(text).code != text  # (the parser's limit this guards against)
+    compile(text, "x.py", "exec")
+    out = fix_text(text, "x.py", select_rules(select=["SPD401"]), Settings())
+    assert out.fixed == text and not out.applied
+    assert [f.code for f in out.remaining] == ["SPD401"]
+    assert any(d.kind == "warning" and "cannot reproduce" in d.message and "line 2" in d.message for d in out.diagnostics)
+    # the same fix applies where nothing would be lost
+    assert fix_text(BAD, "x.py", select_rules(select=["SPD401"]), Settings()).fixed == FIXED

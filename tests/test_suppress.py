@@ -153,3 +153,10 @@ def test_cli_fix_apply_leaves_suppressed_code(tmp_path):
     r = subprocess.run([sys.executable, "-m", "speedlint", "check", "train.py", "--select", "SPD401"],
                        cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0 and "All checks passed" in r.stdout
+
+
+def test_own_line_comment_after_a_form_feed():
+    """A form feed (`\\f`, between sections of older code) does not end a line for Python: the
+    comment line is found where the tokenizer puts it, and covers the line after it."""
+    text = "import gc\n\x0c\n\ndef step():\n    # speedlint: ignore[SPD401]\n    gc.collect()\n"
+    assert line_suppressions(text) == {5: {"SPD401"}, 6: {"SPD401"}}

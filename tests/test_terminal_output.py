@@ -158,3 +158,13 @@ def test_output_file_is_always_plain(env, result, tmp_path):  # type: ignore[no-
     emit_check(result, output_file=target)
     text = target.read_text(encoding="utf-8")
     assert ESC not in text and any(line.endswith(LONG_LINE) for line in text.splitlines())
+
+
+def test_snippet_counts_lines_as_python_does():
+    """A form feed or a Unicode line separator inside a line does not end it (`str.splitlines`
+    would, and show the wrong line for every finding below it)."""
+    from speedlint.analyzer.report.text import snippet
+
+    text = "import torch\n\x0c\nx = '\u2028'\nloader = DataLoader(ds)\n"
+    assert snippet(text, 4) == "loader = DataLoader(ds)"
+    assert snippet(text, 3) == "x = '\u2028'"

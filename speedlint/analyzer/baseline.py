@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from speedlint.analyzer.findings import Finding
+from speedlint.analyzer.sources import source_lines
 
 FORMAT_VERSION = 1
 
@@ -65,7 +66,7 @@ def normalize(code_line: str) -> str:
 
 def code_lines(text: str) -> List[str]:
     """Each line of `text` (index 0 = line 1) with its comment removed and whitespace normalized."""
-    lines = text.splitlines()
+    lines = source_lines(text)
     comment_at: Dict[int, int] = {}
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):

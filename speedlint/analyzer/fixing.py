@@ -97,6 +97,14 @@ def _compiles(text: str, path: str) -> bool:
     return True
 
 
+def _first_difference(a: str, b: str) -> int:
+    """The line of `a` where `b` first differs from it."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return a.count("\n", 0, i) + 1
+    return a.count("\n", 0, min(len(a), len(b))) + 1
+
+
 def fix_text(
     text: str,
     path: str,
@@ -126,6 +134,12 @@ def fix_text(
             and not (f.fix.fixer is not None and id(f.fix.fixer) in failed_fixers)  # type: ignore[union-attr]
         ]
         if not todo or analysis.ctx is None:
+            outcome.remaining = findings
+            break
+        if analysis.ctx.module.code != current:
+            # LibCST does not give back every text it parses (a line holding only a `\`
+            # continuation): writing its tree would drop what it lost.
+            outcome.diagnostics.append(Diagnostic(path, f"not fixed: the parser cannot reproduce this file exactly (near line {_first_difference(current, analysis.ctx.module.code)}), and a fix would change more than it should", "warning"))
             outcome.remaining = findings
             break
         try:

@@ -24,6 +24,7 @@ import re
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from speedlint.analyzer.configs.summary import all_statements, block_statements, dotted_name, walk
+from speedlint.analyzer.sources import source_lines
 
 #: `program.Hotness` and `program.FileSeeds` (not imported: the program imports this module)
 Hotness = Any
@@ -343,7 +344,7 @@ _MOVES = re.compile(r"\.(cuda|to)\(|\.type\([^)\n]*cuda")
 def _moved_parameters(functions: Functions, text: str) -> Dict[str, List[str]]:
     """def line -> the parameters a function copies to the GPU (`x.cuda()`, `x.to(device)`,
     `x[0].to(...)`, `x.type(torch.cuda.FloatTensor)`): a batch passed to it is moved there."""
-    lines = text.splitlines()
+    lines = source_lines(text)
     out: Dict[str, List[str]] = {}
     for fn, _ in functions:
         end = getattr(fn, "end_lineno", None) or fn.lineno

@@ -9,12 +9,26 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import stat
 import tempfile
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Union
+from typing import List, Union
+
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def source_lines(text: str) -> List[str]:
+    """The lines of Python source as the tokenizer numbers them. `str.splitlines` also ends a line
+    at a form feed (`\\f`, common between sections of older code) and at other separators, which
+    shifts the number of every line after it."""
+    lines = _LINE_END.split(text)
+    if lines[-1] == "":
+        lines.pop()
+    return lines
 
 
 class SourceError(Exception):

@@ -30,6 +30,7 @@ import pathspec
 
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.findings import Finding
+from speedlint.analyzer.sources import source_lines
 
 _NOQA = re.compile(r"#\s*noqa(?![\w-])(?:\s*:(?P<rest>.*))?", re.I)
 _SELECTOR = re.compile(r"^(?:[A-Za-z]+\d+|[a-z][a-z0-9]*(?:-[a-z0-9]+)+|ALL)$")
@@ -83,7 +84,7 @@ def comments(text: str) -> List[Tuple[int, int, str]]:
     except (tokenize.TokenError, SyntaxError, IndentationError):
         pass
     found = []
-    for i, line in enumerate(text.splitlines(), start=1):
+    for i, line in enumerate(source_lines(text), start=1):
         col = line.find("#")
         if col >= 0:
             found.append((i, col, line[col:]))
@@ -95,7 +96,7 @@ def line_suppressions(text: str) -> Dict[int, Set[str]]:
     result: Dict[int, Set[str]] = {}
     if "noqa" not in text.lower() and "speedlint:" not in text.lower():
         return result
-    lines = text.splitlines()
+    lines = source_lines(text)
     for i, col, comment in comments(text):
         m = _NOQA.search(comment)
         if m:

@@ -23,6 +23,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Type
 
 from speedlint.analyzer.report.text import fix_counts, ranked_by_rule
 from speedlint.analyzer.rule import HIGH, LEVEL_NAMES, LOW, MEDIUM, UNSAFE, Diagnostic, Finding, Rule
+from speedlint.analyzer.sources import source_lines
 
 #: Findings shown in full (the costliest first, at most PER_RULE of one rule); the rest go to a table.
 FULL_LIMIT = 20
@@ -283,7 +284,7 @@ def excerpt(source: str, f: Finding) -> Tuple[int, str]:
     """(first line number, code) around a finding: a line before, the flagged lines, a line after.
     `source` is the analysed text (a notebook's cells together); the number is the finding's own
     (a line of its cell in a notebook), and the excerpt stays inside that cell."""
-    lines = source.splitlines()
+    lines = source_lines(source)
     at, offset = f.source_line, f.cell_offset
     if not 0 < at <= len(lines):
         return 0, ""

@@ -8,6 +8,7 @@ from typing import Dict, List, Optional, Sequence, TextIO, Tuple
 
 from speedlint.analyzer.findings import HIGH, LOW, MEDIUM, UNSAFE, Diagnostic, Finding
 from speedlint.analyzer.report.terminal import Line, Terminal
+from speedlint.analyzer.sources import source_lines
 
 LEVEL_STYLE = {HIGH: "bold red", MEDIUM: "yellow", LOW: "cyan"}
 
@@ -16,7 +17,7 @@ def snippet(source: str, line: int, split: Optional[Dict[str, List[str]]] = None
     """Line `line` of `source` (`split`: the texts already split into lines, by text)."""
     lines = split.get(source) if split is not None else None
     if lines is None:
-        lines = source.splitlines()
+        lines = source_lines(source)
         if split is not None:
             split[source] = lines
     return lines[line - 1].rstrip() if 0 < line <= len(lines) else ""
