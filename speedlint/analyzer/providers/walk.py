@@ -374,7 +374,16 @@ def _run(
 
 
 #: visitor class -> the names of its own `visit_<Node>`/`leave_<Node>` methods (no-op stubs left out)
-_METHOD_NAMES: Dict[type, Tuple[str, ...]] = {}
+_METHOD_NAMES: Dict[object, Tuple[str, ...]] = {}
+
+
+def _class_key(cls: type) -> object:
+    """What decides a class's visitor methods. A class defined inside a function is a new class
+    object on every call, from the same code: it is keyed by where it is defined, its bases and
+    the names it defines (not kept alive, nor introspected again, once per call)."""
+    if "<locals>" not in cls.__qualname__:
+        return cls
+    return (cls.__module__, cls.__qualname__, cls.__bases__, frozenset(vars(cls)))
 
 
 def visitor_methods(visitor: object) -> Dict[str, Callable[..., object]]:
@@ -385,7 +394,8 @@ def visitor_methods(visitor: object) -> Dict[str, Callable[..., object]]:
     rule's lazily built analysis would be built for every file, needed or not).
     """
     cls = type(visitor)
-    names = _METHOD_NAMES.get(cls)
+    key = _class_key(cls)
+    names = _METHOD_NAMES.get(key)
     if names is None:
         found = []
         for name in dir(cls):
@@ -394,7 +404,7 @@ def visitor_methods(visitor: object) -> Dict[str, Callable[..., object]]:
             attr = inspect.getattr_static(cls, name)
             if inspect.isfunction(attr) and not getattr(attr, "_is_no_op", False):
                 found.append(name)
-        names = _METHOD_NAMES[cls] = tuple(found)
+        names = _METHOD_NAMES[key] = tuple(found)
     return {name: getattr(visitor, name) for name in names}
 
 
