@@ -398,10 +398,13 @@ def visitor_methods(visitor: object) -> Dict[str, Callable[..., object]]:
     names = _METHOD_NAMES.get(key)
     if names is None:
         found = []
+        dicts = [vars(klass) for klass in cls.__mro__]
         for name in dir(cls):
             if not name.startswith(("visit_", "leave_")):
                 continue
-            attr = inspect.getattr_static(cls, name)
+            # where the class finds it: the first in its MRO that defines it (what
+            # `inspect.getattr_static` answers, at a fraction of its cost over LibCST's ~1,600 stubs)
+            attr = next((d[name] for d in dicts if name in d), None)
             if inspect.isfunction(attr) and not getattr(attr, "_is_no_op", False):
                 found.append(name)
         names = _METHOD_NAMES[key] = tuple(found)
