@@ -218,7 +218,7 @@ def names_in(ctx: FileContext, node: cst.CSTNode) -> Set[str]:
     memo = ctx.__dict__.setdefault("_speedlint_names_in", {})
     found = memo.get(id(node))
     if found is None or found[0] is not node:
-        found = memo[id(node)] = (node, {n.value for n in iter_nodes(node, skip_defs=False) if isinstance(n, cst.Name)})
+        found = memo[id(node)] = (node, {n.value for n in iter_nodes(node, skip_defs=False) if n.__class__ is cst.Name})
     return found[1]
 
 
@@ -345,11 +345,12 @@ def _assign_targets(ctx: FileContext) -> Dict[str, List[Tuple[Optional[cst.Funct
         cache = defaultdict(list)
         facts = ctx.torch
         for node in iter_nodes(ctx.module, skip_defs=False):  # the fast read-only walk
-            if isinstance(node, cst.Assign):
+            kind = node.__class__  # (LibCST's node classes have no subclasses)
+            if kind is cst.Assign:
                 for t in node.targets:
                     for name in target_names(t.target):
                         cache[name].append((facts.enclosing_function(node), node))
-            elif isinstance(node, cst.AnnAssign) and node.value is not None:
+            elif kind is cst.AnnAssign and node.value is not None:
                 for name in target_names(node.target):
                     cache[name].append((facts.enclosing_function(node), node))
         ctx._speedlint_binds = cache  # type: ignore[attr-defined]

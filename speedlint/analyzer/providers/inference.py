@@ -124,12 +124,13 @@ class Models:
         self._runs_forward: Dict[Tuple[cst.CSTNode, int], bool] = {}  # memo: every loop asks again
         module_classes = {name for name, defs in ctx.torch.class_defs.items() if any(self._is_module_class(c) for c in defs)}
         for node in iter_nodes(ctx.module, skip_defs=False):
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            kind = node.__class__  # (LibCST's node classes have no subclasses)
+            if kind is cst.Call and node.func.__class__ is cst.Attribute:  # type: ignore[attr-defined]
                 if node.func.attr.value in ("parameters", "named_parameters", "eval", "train") and not node.args:
                     d = dotted(node.func.value)
                     if d:
                         self.known.add(d)
-            elif isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+            elif kind is cst.Assign and node.value.__class__ is cst.Call:  # type: ignore[attr-defined]
                 func = node.value.func
                 q = ctx.qualname(func) or ""
                 fname = dotted(func) or ""
@@ -149,8 +150,9 @@ class Models:
         if self._writes is None:
             self._writes = {}
             for node in iter_nodes(self.ctx.module, skip_defs=False):
-                if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-                    targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                kind = node.__class__
+                if kind is cst.Assign or kind is cst.AugAssign or kind is cst.AnnAssign:
+                    targets = [t.target for t in node.targets] if kind is cst.Assign else [node.target]
                     for t in targets:
                         d = dotted(t) if isinstance(t, cst.Attribute) else None
                         if d:
@@ -203,16 +205,17 @@ def updates_parameters(ctx: FileContext, root: cst.CSTNode, depth: int = 1) -> b
     """EMA / hand-written SGD / weight copies: `p_ema.mul_(d)`, `p.copy_(q)`, `param -= lr * param.grad`
     (here or in a same-file function called from here)."""
     for node in iter_nodes(root):
-        if depth > 0 and isinstance(node, cst.Call):
+        kind = node.__class__  # (LibCST's node classes have no subclasses)
+        if depth > 0 and kind is cst.Call:
             if any(updates_parameters(ctx, fn.body, depth - 1) for fn in ctx.torch.resolve_call(node)):
                 return True
-        if isinstance(node, cst.For):
+        if kind is cst.For:
             for sub in iter_nodes(node.iter):
                 if isinstance(sub, cst.Call) and isinstance(sub.func, cst.Attribute) and sub.func.attr.value in PARAM_ITER:
                     return True
-        elif isinstance(node, cst.Attribute) and node.attr.value == "grad":
+        elif kind is cst.Attribute and node.attr.value == "grad":
             return True
-        elif isinstance(node, cst.Call):
+        elif kind is cst.Call:
             func = node.func
             q = ctx.qualname(func) or ""
             if q.startswith("torch._foreach_") or q == "torch.nn.utils.vector_to_parameters":
@@ -283,7 +286,8 @@ def build_flow(scope: cst.CSTNode) -> Flow:
             flow.params.add(p.name.value)
     skip: Set[int] = set()  # ids of Name nodes that are not reads (attribute names, keywords)
     for node in iter_nodes(root):
-        if isinstance(node, cst.Assign):
+        kind = node.__class__  # (LibCST's node classes have no subclasses)
+        if kind is cst.Assign:
             for t in node.targets:
                 tgt, val = t.target, node.value
                 if (
@@ -301,34 +305,34 @@ def build_flow(scope: cst.CSTNode) -> Flow:
                 if isinstance(t.target, cst.Subscript) and isinstance(t.target.value, cst.Name):
                     bind(t.target.value, node, node.value)
                     targets.discard(t.target.value)
-        elif isinstance(node, cst.AugAssign):
+        elif kind is cst.AugAssign:
             if isinstance(node.target, cst.Name):
                 bind(node.target, node, node.value)
                 targets.discard(node.target)  # `x += 1` also reads x
-        elif isinstance(node, cst.AnnAssign) and isinstance(node.target, cst.Name):
+        elif kind is cst.AnnAssign and isinstance(node.target, cst.Name):
             bind(node.target, node, node.value)
-        elif isinstance(node, (cst.For, cst.CompFor)):
+        elif kind is cst.For or kind is cst.CompFor:
             for n in target_names(node.target):
                 bind(n, node, node.iter)  # an element of the iterable: host when the iterable is
-        elif isinstance(node, cst.WithItem) and node.asname is not None:
+        elif kind is cst.WithItem and node.asname is not None:
             for n in target_names(node.asname.name):
                 bind(n, node, None)
-        elif isinstance(node, cst.NamedExpr) and isinstance(node.target, cst.Name):
+        elif kind is cst.NamedExpr and isinstance(node.target, cst.Name):
             bind(node.target, node, node.value)
-        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        elif kind is cst.Call and isinstance(node.func, cst.Attribute):
             recv = node.func.value
             if node.func.attr.value in STORE_METHODS and isinstance(recv, cst.Name):
                 for arg in node.args:
                     flow.bindings.setdefault(recv.value, []).append(Binding(recv.value, node, arg.value))
-        if isinstance(node, cst.Attribute):
+        if kind is cst.Attribute:
             skip.add(id(node.attr))
-        elif isinstance(node, cst.Arg) and node.keyword is not None:
+        elif kind is cst.Arg and node.keyword is not None:
             skip.add(id(node.keyword))
-        elif isinstance(node, (cst.FunctionDef, cst.ClassDef)) and node is not root:
+        elif (kind is cst.FunctionDef or kind is cst.ClassDef) and node is not root:
             skip.add(id(node.name))
             bind(node.name, node, None)
     for node in iter_nodes(root):
-        if isinstance(node, cst.Name) and node not in targets and id(node) not in skip:
+        if node.__class__ is cst.Name and node not in targets and id(node) not in skip:
             flow.reads.setdefault(node.value, []).append(node)
     return flow
 

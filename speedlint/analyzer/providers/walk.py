@@ -273,14 +273,15 @@ def children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
 
 def preorder(root: cst.CSTNode, skip: Tuple[type, ...] = ()) -> Iterator[cst.CSTNode]:
     """`root` and its descendants in visiting order, not entering nodes of the `skip` classes
-    (other than `root`: they are yielded, their subtrees are not)."""
+    (other than `root`: they are yielded, their subtrees are not). `skip` names concrete node
+    classes (`cst.FunctionDef`, not `cst.BaseCompoundStatement`): a node's class is looked up in it."""
     found = _located(root)
     if found is None:
         stack = [root]
         while stack:
             node = stack.pop()
             yield node
-            if skip and node is not root and isinstance(node, skip):
+            if skip and node is not root and node.__class__ in skip:
                 continue
             stack.extend(reversed(_read_children(node)))
         return
@@ -292,7 +293,7 @@ def preorder(root: cst.CSTNode, skip: Tuple[type, ...] = ()) -> Iterator[cst.CST
     while j < end:
         node = nodes[j]
         yield node
-        j = ends[j] if skip and isinstance(node, skip) else j + 1
+        j = ends[j] if skip and node.__class__ in skip else j + 1
 
 
 # -- visitors -------------------------------------------------------------------------------------
