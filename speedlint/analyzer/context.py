@@ -9,7 +9,7 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from speedlint.analyzer.providers.names import ImportMap
-from speedlint.analyzer.providers.positions import node_positions
+from speedlint.analyzer.providers.positions import node_positions, statement_positions
 from speedlint.analyzer.providers.training import TorchFacts
 from speedlint.analyzer.providers.values import ValueTracer
 from speedlint.analyzer.textscan import may_use_gpu
@@ -18,8 +18,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.config import Settings
     from speedlint.analyzer.program import FileSeeds
 
-#: Passes that note a few positions (`prefetch_positions`) before all are computed at once.
+#: Passes that note a few positions (`prefetch_positions`) before all are computed at once:
+#: passes that generate the whole module, and passes that generate only the statements that
+#: hold the nodes (each costs about what it generates, plus a search of the text).
 _POSITION_PASSES = 3
+_STATEMENT_PASSES = 64
 
 
 class FileContext:
@@ -40,6 +43,7 @@ class FileContext:
         self._positions: Dict[int, Tuple[cst.CSTNode, CodeRange]] = {}  # id -> (node, range)
         self._all_positions: Optional[Mapping[cst.CSTNode, CodeRange]] = None
         self._position_passes = 0
+        self._statement_passes = 0
 
     @cached_property
     def imports(self) -> ImportMap:
@@ -98,12 +102,10 @@ class FileContext:
         """The node's range, as LibCST's `PositionProvider` gives it (KeyError: not in the tree)."""
         known = self._positions.get(id(node))
         if known is None or known[0] is not node:
-            # asked while the rules run (a fix's edit, the line of a loader call): note every
-            # call too in the same pass, as most findings and edits are calls or lie in one, so
-            # that the file needs no further pass (each one generates the code of the statements
-            # that hold the nodes, or the module's)
-            facts = self.__dict__.get("torch")
-            self.prefetch_positions([node, *facts.calls] if facts is not None else [node])
+            # asked while the rules run (a fix's edit, the line of a loader call): the statement
+            # that holds it is generated, not more (noting every call in the same pass, to spare
+            # later passes, generated most of the file)
+            self.prefetch_positions([node])
             known = self._positions.get(id(node))
             if known is None or known[0] is not node:
                 raise KeyError(node)
@@ -119,9 +121,14 @@ class FileContext:
         if not wanted:
             return
         if self._all_positions is None and self._position_passes < _POSITION_PASSES:
-            self._position_passes += 1
             facts = self.__dict__.get("torch")
-            found = node_positions(self.module, wanted, self.source, facts.tree if facts is not None else None)
+            found = None
+            if facts is not None and self._statement_passes < _STATEMENT_PASSES:
+                self._statement_passes += 1
+                found = statement_positions(self.module, wanted, self.source, facts.tree)
+            if found is None:
+                self._position_passes += 1
+                found = node_positions(self.module, wanted)
             if found is not None:
                 for n in wanted:
                     if id(n) in found:

@@ -216,6 +216,14 @@ def _generated_text(text: str, module: cst.Module, tree: TreeIndex) -> Optional[
 _SEARCH_BUDGET = 64
 
 
+def statement_positions(
+    module: cst.Module, nodes: Iterable[cst.CSTNode], text: str, tree: TreeIndex
+) -> Optional[Dict[int, CodeRange]]:
+    """`node_positions` generating only the statements that hold the nodes; None when that
+    cannot prove where they are (the caller then generates the whole module)."""
+    return _by_statements(module, list(nodes), text, tree)
+
+
 def _by_statements(
     module: cst.Module, nodes: List[cst.CSTNode], text: str, tree: TreeIndex
 ) -> Optional[Dict[int, CodeRange]]:
