@@ -47,7 +47,7 @@ from speedlint.analyzer.configs.summary import walk
 from speedlint.analyzer.textscan import may_use_gpu, says_grad_off
 
 #: The summary format (bump when `summarize` changes what it records).
-SUMMARY_FORMAT = 9
+SUMMARY_FORMAT = 10
 
 #: In `passed_constants`: a call site that does not pass the parameter (its default applies).
 DEFAULT = "\x00default"
@@ -386,6 +386,9 @@ class _Summarizer:
         self._fn_nodes: List[ast.AST] = []
         #: command-line options this module declares: destination -> default(s)
         self.options: Dict[str, List[Any]] = {}
+        #: `cfg.DATA.NUM_WORKERS = v` anywhere (an upper-case key of a yacs-style config, its path
+        #: after the root name) -> [[line, v]] for a literal v, [[line]] for anything else
+        self.config_writes: Dict[str, List[List[Any]]] = {}
         #: calls with arguments, to be told which of them pass Python values (`_host_args`)
         self._pending: List[Tuple[List[Any], ast.Call, Dict[str, Any]]] = []
         #: function summary -> name -> how the function binds it (`_bound`), for `_host_value`
@@ -422,7 +425,7 @@ class _Summarizer:
         self._host_args()
         return {
             "format": SUMMARY_FORMAT, "module": self.module, "functions": self.functions, "options": self.options,
-            "classes": self.classes, "imports": self.imports, "star": self.star,
+            "classes": self.classes, "imports": self.imports, "star": self.star, "config_writes": self.config_writes,
         }
 
     def _drop_foreign_calls(self) -> None:
@@ -543,6 +546,20 @@ class _Summarizer:
         for t in node.targets:
             self._bind(t, value, fn)
             self._bound(fn, t, ("=", node.value))
+            if t.__class__ is ast.Attribute and t.attr.isupper():
+                self._config_write(t, node)
+
+    def _config_write(self, target: ast.Attribute, node: ast.Assign) -> None:
+        """`_C.DATA.NUM_WORKERS = 8` (a yacs-style config's default), `config.DATA.NUM_WORKERS = 0`
+        (set again in code): the key's path after the root name, and the value when it is a literal."""
+        path = _dotted(target)
+        if path is None or "." not in path:
+            return
+        value = node.value
+        entry = [node.lineno, value.value] if value.__class__ is ast.Constant and isinstance(value.value, (bool, int, float, str)) else [node.lineno]
+        if value.__class__ is ast.Call and _dotted(value.func) in ("CN", "CfgNode", "yacs.config.CfgNode"):
+            return  # a node of the config: `_C.DATA = CN()`
+        self.config_writes.setdefault(path.split(".", 1)[1], []).append(entry)
 
     def _update(self, node: Any, fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
         """`x: T = v`, `x += v`."""
@@ -964,6 +981,7 @@ def summarize(text: str, tree: Optional[ast.Module] = None, shared: Optional[Dic
     summary["gpu"] = may_use_gpu(text)
     summary["conv"] = any(w in text for w in _CONV_HINTS) and bool(_CONV_TEXT.search(text))
     summary["cudnn_text"] = "cudnn" in text
+    summary["cfgnode"] = "CfgNode" in text  # a yacs-style config may be defined here
     summary["benchmark_on"] = summary["cudnn_text"] and bool(_BENCHMARK_ON.search(text))
     summary["fixed_shapes"] = any(w in text for w in _FIXED_SHAPE_HINTS) and bool(_FIXED_SHAPES.search(text))
     _data_facts(summary, text, tree)
@@ -2689,27 +2707,13 @@ class Hotness:
         or in the module itself (its own parser is read directly), is left out. One pass per
         connected component (a library is one component of thousands of modules)."""
         p = self.p
-        deps = self._import_deps()
-        neighbours: List[Set[int]] = [set(d) for d in deps]
-        for mid, targets in enumerate(deps):
-            for t in targets:
-                neighbours[t].add(mid)
-        component = [-1] * len(p.modules)
+        component, members = self._components()
         declared: List[Dict[str, Set[str]]] = []  # per component: option -> the defaults written
-        for start in range(len(p.modules)):
-            if component[start] >= 0:
-                continue
+        for mids in members:
             found: Dict[str, Set[str]] = {}
-            component[start] = len(declared)
-            todo = [start]
-            while todo:
-                cur = todo.pop()
+            for cur in mids:
                 for dest, values in (p.modules[cur].summary.get("options") or {}).items():
                     found.setdefault(dest, set()).update(map(repr, values))
-                for nxt in neighbours[cur]:
-                    if component[nxt] < 0:
-                        component[nxt] = component[start]
-                        todo.append(nxt)
             declared.append(found)
         switches: List[Dict[str, bool]] = []  # per component: the options with one on/off default
         for found in declared:
@@ -2719,6 +2723,69 @@ class Hotness:
         for m in p.modules:
             own = m.summary.get("options") or {}
             out.append({d: v for d, v in switches[component[m.id]].items() if d not in own})
+        return out
+
+    def _components(self) -> Tuple[List[int], List[List[int]]]:
+        """The modules connected by imports: each module's component, and each component's modules."""
+        deps = self._import_deps()
+        neighbours: List[Set[int]] = [set(d) for d in deps]
+        for mid, targets in enumerate(deps):
+            for t in targets:
+                neighbours[t].add(mid)
+        component = [-1] * len(self.p.modules)
+        members: List[List[int]] = []
+        for start in range(len(self.p.modules)):
+            if component[start] >= 0:
+                continue
+            component[start] = len(members)
+            mids = [start]
+            for cur in mids:  # (the modules appended meanwhile are visited too)
+                for nxt in neighbours[cur]:
+                    if component[nxt] < 0:
+                        component[nxt] = component[start]
+                        mids.append(nxt)
+            members.append(mids)
+        return component, members
+
+    def config_defaults(self, config_files: Sequence[str] = ()) -> Dict[int, Dict[str, List[Any]]]:
+        """Per module: the keys of the yacs-style configs of its program (`_C = CN()`,
+        `_C.DATA.NUM_WORKERS = 8` in a module that uses `CfgNode`) -> every literal value the
+        program gives them (the default, and each `config.DATA.NUM_WORKERS = 0` elsewhere, matched
+        by the end of its path). A key that some code sets to something else, or that a YAML
+        config file of the run mentions (`NUM_WORKERS:`: a config merged in may set it), is left
+        out: its value is not known. Only for the components that hold such a config."""
+        p = self.p
+        if not any(m.summary.get("cfgnode") and m.summary.get("config_writes") for m in p.modules):
+            return {}
+        component, members = self._components()
+        yaml_texts: Optional[List[str]] = None
+        out: Dict[int, Dict[str, List[Any]]] = {}
+        for mids in members:
+            keys = {
+                key for mid in mids if p.modules[mid].summary.get("cfgnode")
+                for key in p.modules[mid].summary.get("config_writes") or {}
+            }
+            if not keys:
+                continue
+            if yaml_texts is None:
+                yaml_texts = [_read_text(f) for f in config_files if f.endswith((".yaml", ".yml"))]
+            writes = [w for mid in mids for w in (p.modules[mid].summary.get("config_writes") or {}).items()]
+            known: Dict[str, List[Any]] = {}
+            for key in sorted(keys):
+                entries = [e for path, es in writes if path == key or path.endswith("." + key) for e in es]
+                if any(len(e) < 2 for e in entries):
+                    continue  # set from an expression somewhere
+                last = re.escape(key.rsplit(".", 1)[-1])
+                if any(re.search(rf"^[ \t-]*{last}[ \t]*:", text, re.M) for text in yaml_texts):
+                    continue
+                values: List[Any] = []
+                for e in entries:
+                    if e[1] not in values:
+                        values.append(e[1])
+                known[key] = values
+            if known:
+                for mid in mids:
+                    out[mid] = known
         return out
 
     def _import_deps(self) -> List[Set[int]]:
@@ -2828,6 +2895,17 @@ def _may_pass_tensor(fn: Dict[str, Any], named: List[str], npos: int, skip: int,
     return may
 
 
+def _read_text(path: str) -> str:
+    """A config file's text ("" when it cannot be read, or is too big to be a config)."""
+    try:
+        if os.path.getsize(path) > 1_000_000:
+            return ""
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
 def link(files: Sequence[Tuple[str, str, Dict[str, Any]]], config_files: Sequence[str] = ()) -> Dict[str, FileSeeds]:
     """Summaries of every file of a run -> the seeds of each file that the whole program makes hot.
     `config_files`: the config files the run found (absolute paths), which code may read."""
@@ -2840,4 +2918,8 @@ def link(files: Sequence[Tuple[str, str, Dict[str, Any]]], config_files: Sequenc
     from speedlint.analyzer.loader_program import add_data_seeds
 
     add_data_seeds(hot, seeds, FileSeeds, config_files)
+    for mid, known in hot.config_defaults(config_files).items():
+        m = program.modules[mid]
+        if m.summary.get("loaders") or m.shown in seeds:  # (files that build or use a loader)
+            seeds.setdefault(m.shown, FileSeeds()).project["config_defaults"] = known
     return seeds

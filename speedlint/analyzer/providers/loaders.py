@@ -883,6 +883,8 @@ def workers_text(kw: KwArg) -> str:
         return f"`num_workers` comes from a command-line option that defaults to {shown}"
     if value.kind == "config-default":
         return f"`num_workers` falls back to {shown} when the config does not set it"
+    if value.kind == "config-python":
+        return f"`num_workers` is {shown} by the defaults of the project's config"
     if value.kind == "config" and value.config:
         site = value.config[0]
         return f"`num_workers` is {shown} in the config file (`{site.name}`)"

@@ -32,6 +32,18 @@ def _reads_options(base: str) -> bool:
     return base.rsplit(".", 1)[-1] in ("args", "opt", "opts", "options", "hparams", "flags", "FLAGS", "config", "cfg")
 
 
+def _config_default(defaults: Dict[str, Any], path: str) -> Optional[Any]:
+    """The values of the config key that `path` reads (`config.DATA.NUM_WORKERS`,
+    `self.cfg.DATA.NUM_WORKERS`: key `DATA.NUM_WORKERS`); a key of one part only through a name
+    that says it holds options (`cfg.WORKERS`)."""
+    parts = path.split(".")
+    for i in range(1, len(parts)):
+        key = ".".join(parts[i:])
+        if key in defaults and ("." in key or _reads_options(".".join(parts[:i]))):
+            return defaults[key]
+    return None
+
+
 #: Functions that build an instance of the dataclass they are given from the command line or a
 #: mapping (`tyro.cli(Args)`, `simple_parsing.parse(Args)`, `OmegaConf.structured(Args)`).
 _DATACLASS_PARSERS = frozenset({"cli", "parse", "structured", "from_dict"})
@@ -43,7 +55,7 @@ class Value:
 
     options: Tuple[Any, ...]
     origin: Optional[cst.CSTNode] = None  # where the value is written (literal, default=..., dict entry)
-    kind: str = "literal"  # literal | constant | default | argparse | dict | config | config-default | helper | attribute
+    kind: str = "literal"  # literal | constant | default | argparse | dict | config | config-default | config-python | helper | attribute
     certain: bool = True
     #: where a config file holds it (`providers.configs.ConfigSite`s; empty: not from a config file)
     config: Tuple[Any, ...] = ()
@@ -633,6 +645,12 @@ class ValueTracer:
         if project and isinstance(project.get(attr), bool) and _reads_options(base):
             # (on/off flags only: a number's meaning depends on code this file cannot see)
             return Value((project[attr],), None, "argparse")
+        # a yacs-style config's key (`config.DATA.NUM_WORKERS`, `_C.DATA.NUM_WORKERS = 8`)
+        defaults = seeds.project.get("config_defaults") if seeds is not None and attr.isupper() else None
+        if defaults:
+            found = _config_default(defaults, f"{base}.{attr}")
+            if found is not None:
+                return Value(tuple(found), None, "config-python")
         # config classes: Config.x, or cfg = Config(); cfg.x
         cls = self._class_of(expr.value)
         if cls is not None:
