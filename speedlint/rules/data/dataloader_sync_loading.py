@@ -19,7 +19,9 @@ class DataLoaderSyncLoading(Rule):
     `default=`), keyword dicts passed as `**kwargs` (also built conditionally: `{...} if cuda else
     {}`, updated under an `if`, merged: a value may be what any of them gives it), config dicts
     (`cfg["num_workers"]`, `cfg.get("num_workers", 0)`), values in config files the code reads
-    (YAML, JSON, TOML, INI: the finding is then on the config line) and same-file helpers. A value
+    (YAML, JSON, TOML, INI: the finding is then on the config line), the defaults of a yacs-style
+    config in another module (`_C.DATA.NUM_WORKERS = 0`, unless code sets the key from an
+    expression or a YAML config names it) and same-file helpers. A value
     that cannot be known is not flagged, nor are in-memory datasets (`TensorDataset`, a list of
     tensors, also built in another module and passed in), a loader read once with
     `next(iter(loader))`, or the self-test of a dataset module (under its `if __name__ ==

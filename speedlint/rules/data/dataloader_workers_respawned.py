@@ -17,7 +17,7 @@ class DataLoaderWorkersRespawned(Rule):
     Flags a `DataLoader` with one or more workers that is iterated once per epoch (inside an outer
     loop, or in a function called once per epoch) without `persistent_workers=True`. The worker
     count is traced like SPD101's (constants, argparse defaults, keyword dicts, config lookups,
-    config files); a loader that has workers only on some path (`{"num_workers": 1, ...} if use_cuda
+    config files, yacs-style config defaults); a loader that has workers only on some path (`{"num_workers": 1, ...} if use_cuda
     else {}`, a dict updated under an `if`) is flagged for that path. Loaders returned by helpers (as tuples or dicts), stored on `self`, passed on in
     lists, or iterated through wrappers (`tqdm`, `enumerate`, a project generator) in other
     modules count. A `persistent_workers: false` in a config file is reported on its line.
