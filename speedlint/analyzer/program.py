@@ -120,10 +120,11 @@ _DTYPE_NAMES = frozenset({
 _MODULE_BASES = frozenset({"Module", "Sequential", "ModuleList", "ModuleDict", "LightningModule", "MessagePassing"})
 #: `nn.Module` methods that return the module itself.
 _RETURNS_SELF = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16", "type", "requires_grad_", "share_memory", "apply", "to_empty"})
-#: Loader classes: torch's, and the graph loaders built on it (torch_geometric, DGL, MONAI).
+#: Loader classes: torch's, and the loaders built on it (torch_geometric, DGL, MONAI, webdataset).
 LOADER_NAMES = frozenset({
     "DataLoader", "DataListLoader", "DenseDataLoader", "NeighborLoader", "NeighborSampler", "ClusterLoader",
     "GraphSAINTRandomWalkSampler", "GraphSAINTNodeSampler", "GraphSAINTEdgeSampler", "LinkNeighborLoader", "GraphDataLoader",
+    "WebLoader",
 })
 
 

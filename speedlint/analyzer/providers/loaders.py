@@ -81,6 +81,9 @@ LOADER_FAMILIES: Dict[str, Dict[str, int]] = {
     "monai.data.DataLoader": {"dataset": 0, "num_workers": 1},
     "monai.data.dataloader.DataLoader": {"dataset": 0, "num_workers": 1},
     "dgl.dataloading.GraphDataLoader": {"dataset": 0},
+    # webdataset's loader is torch's DataLoader (`WebLoader(*args, **kw)` passes them on)
+    "webdataset.WebLoader": POSITIONS,
+    "webdataset.compat.WebLoader": POSITIONS,
 }
 #: The worker count a fix writes into a config file (a literal: a config cannot ask for the CPU count).
 CONFIG_WORKERS = 4

@@ -13,7 +13,7 @@ class DataLoaderSyncLoading(Rule):
     """
     ## What it does
     Flags `DataLoader(...)` calls that load data in the main process: `num_workers` missing, 0 or
-    1. Loaders of torch, torch_geometric, MONAI and DGL count, and project subclasses of them, and
+    1. Loaders of torch, torch_geometric, MONAI, DGL and webdataset (`WebLoader`) count, and project subclasses of them, and
     `functools.partial(DataLoader, ...)`. The value is traced through literals, module constants,
     function defaults (also of a subclass's `__init__`), argparse options (`args.workers` and its
     `default=`), keyword dicts passed as `**kwargs` (also built conditionally: `{...} if cuda else
