@@ -704,8 +704,9 @@ def _prelook(facts: AstFacts, rules: Sequence[Type[Rule]]) -> List[Type[Rule]]:
 
 
 def _is_valid_python(facts: AstFacts) -> bool:
-    """Whether `ast` parses the text (the pre-look's parse counts; else it is parsed here)."""
-    if "_scanned" in facts.__dict__:
+    """Whether `ast` parses the text (the pre-look's or the program phase's parse counts; else it
+    is parsed here)."""
+    if "_scanned" in facts.__dict__ or "_valid" in facts.__dict__:
         return True
     import ast
     import warnings
@@ -758,6 +759,7 @@ def analyze_text(
     seeds: "Optional[FileSeeds]" = None,
     enabled: Optional[Sequence[Type[Rule]]] = None,
     module: Optional[cst.Module] = None,
+    valid: bool = False,
 ) -> Analysis:
     """Lint source text. Never raises for bad input: failures become diagnostics.
 
@@ -767,6 +769,7 @@ def analyze_text(
     (`summarize_and_prelook`, which shares its `ast` parse with the program summary).
     `module`: the text's LibCST tree, when already parsed (`fix` parses each round's result to
     check it before the next round analyses it).
+    `valid`: `ast` is known to parse the text (the program phase summarised it).
     """
     t0 = time.perf_counter()
     decided = enabled is not None
@@ -776,6 +779,8 @@ def analyze_text(
         profile.add("pre-filter", t1 - t0)
         profile.files += 1
     facts = AstFacts(None, text)
+    if valid:
+        facts.__dict__["_valid"] = True
     if seeds is not None:
         seeded_facts(facts, seeds)
         if any(seeds.project.get(k) for k in USED_ELSEWHERE):

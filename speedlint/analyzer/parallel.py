@@ -25,7 +25,7 @@ import sys
 import time
 from collections import deque
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Type
 
@@ -61,6 +61,7 @@ class Job:
     seeds: Optional[FileSeeds] = None  # what the whole program says about this file
     hint: Optional[Tuple[str, ...]] = None  # the rules its pre-look left (already decided), if known
     digest: Optional[str] = None  # the hash of the text `hint` was decided on (a changed file is looked at anew)
+    valid: bool = False  # `ast` parsed the text of that hash (the program phase's summary)
 
 
 def default_jobs() -> int:
@@ -112,8 +113,9 @@ def analyze_job(job: Job, profile: Optional[Profile]) -> Tuple[FileResult, Optio
         if profile is not None:
             profile.add("read", time.perf_counter() - t)
     try:
-        enabled = rules_by_code(job.hint) if job.hint is not None and digest == job.digest else None
-        analysis = analyze_text(text, job.shown, rules_by_code(job.codes), job.settings, profile, seeds=job.seeds, enabled=enabled)
+        same = digest == job.digest
+        enabled = rules_by_code(job.hint) if job.hint is not None and same else None
+        analysis = analyze_text(text, job.shown, rules_by_code(job.codes), job.settings, profile, seeds=job.seeds, enabled=enabled, valid=job.valid and same)
         t = time.perf_counter()
         findings = [f.portable() for f in apply_suppressions(analysis.findings, text, job.settings, job.shown)]
         if profile is not None and analysis.findings:
@@ -269,6 +271,8 @@ class ProgramFacts:
     seeds: Dict[int, FileSeeds]  # the files the program makes hot
     hints: Dict[int, Tuple[str, ...]]  # files summarised now: the rules their pre-look leaves
     digests: Dict[int, str]  # the content hash of each file read (the text seeds and hints come from)
+    #: the files whose text (of that hash) `ast` parsed: their summary exists
+    parsed: Set[int] = field(default_factory=set)
 
 
 def program_seeds(
@@ -370,6 +374,7 @@ def _summarize_and_link(
 
     t = time.perf_counter()
     summaries: Dict[int, Any] = {}
+    parsed: Set[int] = set()
     hints: Dict[int, Tuple[str, ...]] = {}
     todo: List[Tuple[int, str, Tuple[str, ...]]] = []
     sizes: Dict[int, int] = {}
@@ -382,6 +387,7 @@ def _summarize_and_link(
             got = cache.summaries.get(digests[index])
             if got is not None:
                 summaries[index] = got
+                parsed.add(index)
                 continue
         try:
             sizes[index] = os.path.getsize(path)
@@ -404,6 +410,8 @@ def _summarize_and_link(
                     cache.summaries.put(digest, summary)
             if digests.setdefault(index, digest) != digest:
                 continue  # changed since the parent read it: its pre-look is not the parent's text
+            if summary is not None:
+                parsed.add(index)
             if enabled is not None and codes is not None:
                 hints[index] = enabled
     t1 = time.perf_counter()
@@ -417,7 +425,7 @@ def _summarize_and_link(
     if profile is not None:
         profile.add("program summaries + pre-look", t1 - t)
         profile.add("program link", time.perf_counter() - t1)
-    return ProgramFacts(seeds, hints, digests)
+    return ProgramFacts(seeds, hints, digests, parsed)
 
 
 def _program_key(files: Sequence[Tuple[Path, str]], digests: Dict[int, str], config_files: Sequence[str] = ()) -> str:
@@ -633,7 +641,7 @@ def process_files(
         except OSError:
             size = 0  # reading it will say what is wrong
         # whoever analyses the file reads it (the parent keeps no texts: its memory stays flat)
-        pending.append(Job(index, name, shown, settings, codes, size, seeds, hint, raw))
+        pending.append(Job(index, name, shown, settings, codes, size, seeds, hint, raw, index in program.parsed))
     done = run_jobs(pending, workers, profile, work)
     for index, (result, digest) in done.items():
         results[index] = result
