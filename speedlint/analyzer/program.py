@@ -214,6 +214,23 @@ def _expr(node: Optional[ast.AST], depth: int = 0) -> Any:
     return None
 
 
+def _generates_init(node: ast.ClassDef) -> bool:
+    """`@dataclass` / `@dataclasses.dataclass(...)`, or a `typing.NamedTuple` subclass: a class
+    whose `__init__` takes its annotated fields."""
+    for d in node.decorator_list:
+        name = _callee_text(_expr(d.func if d.__class__ is ast.Call else d))  # type: ignore[attr-defined]
+        if name in ("dataclass", "dataclasses.dataclass"):
+            return True
+    return any(_callee_tail(b) == "NamedTuple" for b in (_expr(b) for b in node.bases) if b is not None)
+
+
+def _init_false(value: Optional[ast.AST]) -> bool:
+    """`field(init=False)`: not a parameter of the generated `__init__`."""
+    return value.__class__ is ast.Call and any(
+        k.arg == "init" and k.value.__class__ is ast.Constant and k.value.value is False for k in value.keywords  # type: ignore[attr-defined]
+    )
+
+
 def _literal(text: str) -> Any:
     """The value of a `repr` of a literal (the summaries' option defaults)."""
     return ast.literal_eval(text)
@@ -944,6 +961,13 @@ class _Summarizer:
                         value = _expr(stmt.value)
                         if value is not None:
                             self.classes[name]["fields"].setdefault(t.id, []).append(value)
+        if "__init__" not in self.classes[name]["methods"] and _generates_init(node):
+            # a dataclass or NamedTuple: calling it binds its fields, in order
+            self.classes[name]["init"] = [
+                s.target.id for s in node.body
+                if s.__class__ is ast.AnnAssign and s.target.__class__ is ast.Name and "ClassVar" not in ast.dump(s.annotation)
+                and not _init_false(s.value)
+            ]
 
     def _import(self, node: ast.AST) -> None:
         if isinstance(node, ast.Import):
@@ -1909,7 +1933,11 @@ class Program:
             changed = True
         edges = []
         for i, call in enumerate(fn["calls"]):
-            callees = self._callees(self.eval(mid, fid, call[C_FUNC], env))
+            objs = self.eval(mid, fid, call[C_FUNC], env)
+            for o in objs:
+                if o[0] == "C" and self._bind_fields(int(o[2:]), call, mid, fid, env):
+                    changed = True
+            callees = self._callees(objs)
             for callee, skip in callees:
                 edges.append((i, callee))
                 params = self.functions[callee][1]["params"]
@@ -1932,6 +1960,30 @@ class Program:
                         changed = True
         self.edges[fid] = edges
         return changed
+
+    def _bind_fields(self, cid: int, call: List[Any], mid: int, fid: int, env: Dict[str, Set[str]]) -> bool:
+        """`DataInfo(loader, sampler)` of a dataclass (or NamedTuple): the types of its fields, from
+        the arguments (by position only when it has no bases, whose fields would come first)."""
+        c = self.classes[cid][2]
+        fields = c.get("init")
+        if not fields:
+            return False
+        pairs = list(zip(fields, call[C_ARGS])) if not c["bases"] or self._named_tuple(c) else []
+        pairs += [(k, a) for k, a in call[C_KWS].items() if k in fields]
+        attrs = self.attr_types.setdefault(cid, {})
+        changed = False
+        for name, a in pairs:
+            if a is None:
+                continue
+            new = self.eval(mid, fid, a, env)
+            if new and not new <= attrs.get(name, _NOTHING):
+                attrs.setdefault(name, set()).update(new)
+                changed = True
+        return changed
+
+    @staticmethod
+    def _named_tuple(c: Dict[str, Any]) -> bool:
+        return all(b is not None and _callee_tail(b) == "NamedTuple" for b in c["bases"])
 
     def _note_elements(self, callee: int, name: str, mid: int, fid: int, arg: Any, env: Dict[str, Set[str]]) -> bool:
         """A parameter that every call site gives a literal tuple or list (`[train_loader,
