@@ -297,6 +297,9 @@ def _is_interval_test(nodes: List[ast.AST]) -> bool:
     return False
 
 
+#: `Program._forwarded_elements`: a callee's returned positions are not known yet.
+_NOT_YET = object()
+
 #: A call that may run more functions than this, or a value that may be more things than this,
 #: is not followed further: that is a guess, not an analysis.
 MAX_TARGETS, MAX_TYPES = 4, 8
@@ -650,6 +653,12 @@ class _Summarizer:
             inner = target.value
             if isinstance(inner.value, ast.Name) and fn["params"] and inner.value.id == fn["params"][0] and fn["cls"]:
                 fn["attrs"].setdefault(inner.attr, []).append(value)  # self.layers[k] = Block()
+        elif (
+            isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and value[0] == "c"
+            and isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str)
+        ):
+            # `data["train"] = get_dataset(...)`: the dict holds what the call gives (as `{"train": ...}` would)
+            fn["assign"].setdefault(target.value.id, []).append(value)
 
     def _exprs(self, node: ast.AST, fn: Dict[str, Any], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
         """Calls inside an expression (lambdas are not followed: they run when called), depth
@@ -2012,25 +2021,58 @@ class Program:
         return changed
 
     def _note_returned_elements(self, fid: int, mid: int, fn: Dict[str, Any], env: Dict[str, Set[str]]) -> bool:
-        """A function that always returns a literal tuple (`return train_loader, val_loader`): the
-        types of each position, so that `train_dl, val_dl = make_loaders()` stays precise."""
+        """A function that always returns a literal tuple (`return train_loader, val_loader`), or
+        what such a function returns (`def build_model(args): return build(args)`): the types of
+        each position, so that `train_dl, val_dl = make_loaders()` stays precise."""
         if fid in self.ret_elems and self.ret_elems[fid] is None:
             return False
-        returns = fn["returns"]
-        if any(r[0] != "t" or len(r) < 3 for r in returns) or len({len(r[1]) for r in returns}) != 1:
+        rows: List[List[Set[str]]] = []
+        for r in fn["returns"]:
+            if r[0] == "t" and len(r) >= 3:
+                rows.append([self.eval(mid, fid, e, env) for e in r[1]])
+                continue
+            got = self._forwarded_elements(r, mid, fid, env) if r[0] == "c" else None
+            if got is _NOT_YET:
+                return False  # visited again once the callee's are known (a read of them is noted)
+            if got is None:
+                rows = []
+                break
+            rows.append(got)
+        if not rows or len({len(row) for row in rows}) != 1:
+            had = self.ret_elems.get(fid) is not None
             self.ret_elems[fid] = None
-            return False
+            return had  # (known positions that are no more: the readers fall back to the union)
         have = self.ret_elems.get(fid)
         changed = have is None
         if have is None:
-            have = self.ret_elems[fid] = [set() for _ in returns[0][1]]
-        for r in returns:
-            for h, e in zip(have, r[1]):
-                new = self.eval(mid, fid, e, env)
+            have = self.ret_elems[fid] = [set() for _ in rows[0]]
+        for row in rows:
+            for h, new in zip(have, row):
                 if not new <= h:
                     h |= new
                     changed = True
         return changed
+
+    def _forwarded_elements(self, call: Any, mid: int, fid: int, env: Dict[str, Set[str]]) -> Any:
+        """The positions of what `return build(args)` returns: the callees' (None: not a tuple of
+        known positions; `_NOT_YET`: a callee's are not known yet)."""
+        objs = self.eval(mid, fid, call[1], env, 1)
+        if not objs or any(o[0] not in "FB" for o in objs):
+            return None
+        out: Optional[List[Set[str]]] = None
+        for o in sorted(objs):
+            callee = int(o[2:])
+            if callee == fid:
+                return None
+            if self._reads is not None:
+                self._reads.setdefault(("e", callee, None), self._ret_elems_version[callee])
+            if callee not in self.ret_elems:
+                return _NOT_YET
+            elems = self.ret_elems[callee]
+            if elems is None or (out is not None and len(out) != len(elems)):
+                return None
+            out = [set(e) for e in elems] if out is None else [a | b for a, b in zip(out, elems)]
+        return out
 
     def _element_types(self, fid: Optional[int], inner: Any, index: int, mid: int = -1, env: Optional[Dict[str, Set[str]]] = None) -> Optional[Set[str]]:
         """`loaders[1]` / `a, b = loaders` for a parameter given literal sequences, `a, b = f()`
