@@ -343,7 +343,9 @@ _MOVES = re.compile(r"\.(cuda|to)\(|\.type\([^)\n]*cuda")
 
 def _moved_parameters(functions: Functions, text: str) -> Dict[str, List[str]]:
     """def line -> the parameters a function copies to the GPU (`x.cuda()`, `x.to(device)`,
-    `x[0].to(...)`, `x.type(torch.cuda.FloatTensor)`): a batch passed to it is moved there."""
+    `x[0].to(...)`, `x.type(torch.cuda.FloatTensor)`, the values of a dict or list parameter:
+    `for k, v in batch.items(): v.to(device)`, `{k: v.cuda() for k, v in batch.items()}`): a batch
+    passed to it is moved there."""
     lines = source_lines(text)
     out: Dict[str, List[str]] = {}
     for fn, _ in functions:
@@ -352,7 +354,9 @@ def _moved_parameters(functions: Functions, text: str) -> Dict[str, List[str]]:
             continue
         params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
         moved: List[str] = []
-        for node in walk(fn):
+        nodes = walk(fn)
+        held = _elements_of(nodes, params)
+        for node in nodes:
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("cuda", "to", "type")):
                 continue
             if node.func.attr == "type" and "cuda" not in ast.dump(node):
@@ -362,10 +366,32 @@ def _moved_parameters(functions: Functions, text: str) -> Dict[str, List[str]]:
             root = node.func.value
             while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
                 root = root.func if isinstance(root, ast.Call) else root.value
-            if isinstance(root, ast.Name) and root.id in params and root.id not in ("self", "cls") and root.id not in moved:
-                moved.append(root.id)
+            name = held.get(root.id, root.id) if isinstance(root, ast.Name) else None
+            if name is not None and name in params and name not in ("self", "cls") and name not in moved:
+                moved.append(name)
         if moved:
             out[str(fn.lineno)] = moved
+    return out
+
+
+def _elements_of(nodes: List[ast.AST], params: Set[str]) -> Dict[str, str]:
+    """Loop variables that hold the elements of a parameter: `for k, v in batch.items()`
+    (`v`), `for v in batch.values()`, `for x in batch` (also in comprehensions) -> the parameter."""
+    out: Dict[str, str] = {}
+    for node in nodes:
+        if not isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            continue
+        it, target = node.iter, node.target
+        method = None
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and not it.args:
+            method, it = it.func.attr, it.func.value
+        if not isinstance(it, ast.Name) or it.id not in params or method not in (None, "items", "values"):
+            continue
+        if method == "items":
+            if isinstance(target, ast.Tuple) and len(target.elts) == 2 and isinstance(target.elts[1], ast.Name):
+                out.setdefault(target.elts[1].id, it.id)
+        elif isinstance(target, ast.Name):
+            out.setdefault(target.id, it.id)
     return out
 
 
