@@ -149,6 +149,17 @@ def test_editing_the_caller_rechecks_the_callee(tmp_path, monkeypatch):
     assert ("models/net.py", 12, "SPD201") in after
 
 
+def test_yacs_defaults_stay_unknown_beside_a_yaml_file_not_read_as_a_tree(tmp_path, monkeypatch):
+    """A YAML config of the run that cannot be read as a tree may set any key of a yacs config:
+    the defaults say nothing then (and the same project without it reports them)."""
+    project = tmp_path / "p"
+    shutil.copytree(FIXTURES / "projects" / "yacs_config", project)
+    reported = {("data/build.py", 6, "SPD103"), ("data/build.py", 14, "SPD101")}
+    assert reported <= _found(_check(project, monkeypatch))
+    (project / "experiment.yaml").write_text("MODEL:\n  NAME: [swin\n", encoding="utf-8")  # (no worker key in sight)
+    assert not reported & _found(_check(project, monkeypatch))
+
+
 def test_parallel_run_matches_serial(monkeypatch):
     """The same findings whoever analyses the files (in-process or the worker pool)."""
     import speedlint.analyzer.parallel as parallel

@@ -2847,13 +2847,14 @@ class Hotness:
         `_C.DATA.NUM_WORKERS = 8` in a module that uses `CfgNode`) -> every literal value the
         program gives them (the default, and each `config.DATA.NUM_WORKERS = 0` elsewhere, matched
         by the end of its path). A key that some code sets to something else, or that a YAML
-        config file of the run mentions (`NUM_WORKERS:`: a config merged in may set it), is left
-        out: its value is not known. Only for the components that hold such a config."""
+        config file of the run holds (`DATA: {NUM_WORKERS: 0}`: a config merged in may set it), is
+        left out: its value is not known; so is every key when a YAML file of the run cannot be
+        read as a tree. Only for the components that hold such a config."""
         p = self.p
         if not any(m.summary.get("cfgnode") and m.summary.get("config_writes") for m in p.modules):
             return {}
         component, members = self._components()
-        yaml_texts: Optional[List[str]] = None
+        yaml_roots: Any = ()  # (not read yet)
         out: Dict[int, Dict[str, List[Any]]] = {}
         for mids in members:
             keys = {
@@ -2862,16 +2863,17 @@ class Hotness:
             }
             if not keys:
                 continue
-            if yaml_texts is None:
-                yaml_texts = [_read_text(f) for f in config_files if f.endswith((".yaml", ".yml"))]
+            if yaml_roots == ():
+                yaml_roots = _yaml_roots(config_files)
+            if yaml_roots is None:
+                continue
             writes = [w for mid in mids for w in (p.modules[mid].summary.get("config_writes") or {}).items()]
             known: Dict[str, List[Any]] = {}
             for key in sorted(keys):
                 entries = [e for path, es in writes if path == key or path.endswith("." + key) for e in es]
                 if any(len(e) < 2 for e in entries):
                     continue  # set from an expression somewhere
-                last = re.escape(key.rsplit(".", 1)[-1])
-                if any(re.search(rf"^[ \t-]*{last}[ \t]*:", text, re.M) for text in yaml_texts):
+                if any(_holds(root, key.split(".")) for root in yaml_roots):
                     continue
                 values: List[Any] = []
                 for e in entries:
@@ -2990,15 +2992,35 @@ def _may_pass_tensor(fn: Dict[str, Any], named: List[str], npos: int, skip: int,
     return may
 
 
-def _read_text(path: str) -> str:
-    """A config file's text ("" when it cannot be read, or is too big to be a config)."""
-    try:
-        if os.path.getsize(path) > 1_000_000:
-            return ""
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read()
-    except OSError:
-        return ""
+def _yaml_roots(config_files: Sequence[str]) -> Optional[List[Any]]:
+    """The top-level mappings of the run's YAML config files (`configs.sources.load`, cached);
+    None when one of them cannot be read as a tree (it may set any key)."""
+    from speedlint.analyzer.configs.reader import Mapping
+    from speedlint.analyzer.configs.sources import load
+
+    roots = []
+    for path in config_files:
+        if not path.endswith((".yaml", ".yml")):
+            continue
+        doc, _ = load(path)
+        if doc is None:
+            continue  # not readable as UTF-8: not a config a program merges either
+        if not doc.understood:
+            return None
+        if isinstance(doc.root, Mapping):
+            roots.append(doc.root)
+    return roots
+
+
+def _holds(root: Any, keys: List[str]) -> bool:
+    """Whether the mapping `root` has the key path `keys` (`DATA: {NUM_WORKERS: ...}`)."""
+    node = root
+    for key in keys:
+        get = getattr(node, "get", None)  # (a Mapping; a scalar or a list holds no keys)
+        node = get(key) if get is not None else None
+        if node is None:
+            return False
+    return True
 
 
 def link(files: Sequence[Tuple[str, str, Dict[str, Any]]], config_files: Sequence[str] = ()) -> Dict[str, FileSeeds]:
