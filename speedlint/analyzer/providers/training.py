@@ -175,7 +175,7 @@ class _Order(Mapping):  # type: ignore[type-arg]
         return len(self.tree.nodes)
 
 
-def _runs_once(loop: Loop) -> bool:
+def _leaves_on_first_iteration(loop: Loop) -> bool:
     """A loop whose body always leaves on its first iteration: it ends with a `return`, `break`
     or `raise`, and has no `continue` of its own (Swin's `throughput()` times one batch and
     returns; `for x, y in loader: ...; break` takes a sample)."""
@@ -497,7 +497,7 @@ class TorchFacts:
     def _is_eval_loop(self, loop: Loop) -> bool:
         if loop in self.step_loops or loop in self.epoch_loops or self.reaches_backward(loop):
             return False
-        if _runs_once(loop):
+        if _leaves_on_first_iteration(loop):
             return False  # one batch, taken for a measurement or a sample: not a loop over batches
         if self.grad_disabled_at(loop):
             return True
