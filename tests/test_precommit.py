@@ -50,8 +50,8 @@ NETWORK_HINTS = (
     "Max retries exceeded", "Failed to establish a new connection", "ProxyError", "SSLError",
 )
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("pre_commit") is None and shutil.which("pre-commit") is None,
-                                reason="pre-commit is not installed (pip install pre-commit; it is in the `test` extra)")
+pytestmark = [pytest.mark.xdist_group("pre-commit"), pytest.mark.skipif(importlib.util.find_spec("pre_commit") is None and shutil.which("pre-commit") is None,
+                                reason="pre-commit is not installed (pip install pre-commit; it is in the `test` extra)")]
 
 
 def _git(*args, cwd):
@@ -86,6 +86,12 @@ def hook_repo(tmp_path_factory):
     return repo
 
 
+@pytest.fixture(scope="module")
+def pre_commit_home(tmp_path_factory):
+    """One pre-commit home for the module: the hook environment is installed once, not per test."""
+    return tmp_path_factory.mktemp("pre-commit-home")
+
+
 @pytest.fixture
 def project(tmp_path):
     proj = tmp_path / "project"
@@ -101,8 +107,8 @@ def project(tmp_path):
     return proj
 
 
-def try_repo(hook_repo, hook, files, cwd):
-    env = dict(os.environ, COLUMNS="40", PRE_COMMIT_COLOR="never", PRE_COMMIT_HOME=str(cwd.parent / "pre-commit-home"))
+def try_repo(hook_repo, hook, files, cwd, home):
+    env = dict(os.environ, COLUMNS="40", PRE_COMMIT_COLOR="never", PRE_COMMIT_HOME=str(home))
     r = subprocess.run([*_pre_commit_cmd(), "try-repo", str(hook_repo), hook, "--files", *files, "--verbose"],
                        cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     out = r.stdout + r.stderr
@@ -112,18 +118,18 @@ def try_repo(hook_repo, hook, files, cwd):
     return r.returncode, out
 
 
-def test_check_hook_fails_on_a_bad_file_and_passes_on_a_clean_one(hook_repo, project):
-    code, out = try_repo(hook_repo, "speedlint", ["bad.py"], project)
+def test_check_hook_fails_on_a_bad_file_and_passes_on_a_clean_one(hook_repo, project, pre_commit_home):
+    code, out = try_repo(hook_repo, "speedlint", ["bad.py"], project, pre_commit_home)
     assert code == 1, out
     assert "Failed" in out and "SPD401" in out
     # the clean file passes; the excluded file passed explicitly is skipped thanks to --force-exclude
-    code, out = try_repo(hook_repo, "speedlint", ["clean.py", "vendored/third_party.py"], project)
+    code, out = try_repo(hook_repo, "speedlint", ["clean.py", "vendored/third_party.py"], project, pre_commit_home)
     assert code == 0, out
     assert "Passed" in out
 
 
-def test_fix_hook_rewrites_the_file(hook_repo, project):
-    code, out = try_repo(hook_repo, "speedlint-fix", ["bad.py", "clean.py"], project)
+def test_fix_hook_rewrites_the_file(hook_repo, project, pre_commit_home):
+    code, out = try_repo(hook_repo, "speedlint-fix", ["bad.py", "clean.py"], project, pre_commit_home)
     assert code == 1, out  # pre-commit fails a hook that modified files
     assert "files were modified by this hook" in out
     fixed = (project / "bad.py").read_text()
