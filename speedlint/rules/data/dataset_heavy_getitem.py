@@ -1,4 +1,4 @@
-"""SPD106 dataset-heavy-getitem (preview)."""
+"""SPD106 dataset-heavy-getitem."""
 
 from __future__ import annotations
 
@@ -82,6 +82,8 @@ BANK = "reads an extra file picked at random from a bank"
 #: Constructors that load models/vocabularies: must never run per sample.
 FROM_PRETRAINED = ("transformers.",)
 RANDOM = ("random.", "numpy.random.", "torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.bernoulli", "torch.normal", "torch.multinomial")
+#: Table constructors: a dataset attribute built with one of them is a table of every sample.
+TABLES = ("pandas.DataFrame", "pandas.read_")
 #: Decorators that memoise a function: its body runs once per distinct argument, per process.
 MEMOIZERS = frozenset({"functools.lru_cache", "functools.cache", "lru_cache", "cache"})
 #: What the per-sample entry points are called.
@@ -103,22 +105,31 @@ class DatasetHeavyGetitem(Rule):
 
     - mesh and graph libraries (`trimesh`, `open3d`, `networkx`, RDKit molecules), KD-trees;
     - whole-volume readers and filters (`tifffile`, `nibabel`, SimpleITK, `scipy.ndimage`);
-    - audio decoding and feature extraction (`librosa.load`/`stft`/`cqt`/`feature.*`, Kaldi
-      filter banks, `torchaudio` feature transforms, whether built per call or kept on `self`;
-      `soundfile`/`torchaudio.load` decoding at low impact);
+    - audio feature extraction and resampling (`librosa.load`/`stft`/`cqt`/`feature.*`, Kaldi
+      filter banks, `torchaudio` feature transforms, whether built per call, kept on `self` or
+      built once at module level and called per sample);
+    - a boolean filter over a whole table the dataset holds (`self.df[self.df[2] == speaker]`:
+      every row scanned for every sample);
     - text parsing (`np.loadtxt`, `np.genfromtxt`, `pd.read_csv`), even of the sample's own file;
-    - `np.load`/`torch.load`/`json.load`/`pickle.load` of a whole file that is not the sample's
-      own (one fixed file read again for every sample, or an extra file picked from a bank of
-      noise or augmentation clips), tokenizers loaded with `from_pretrained`;
+    - `np.load`/`torch.load`/`json.load`/`pickle.load`, or audio decoding, of a whole file that
+      is not the sample's own (one fixed file read again for every sample, at low impact for a
+      decode, or an extra file picked from a bank of noise or augmentation clips), tokenizers
+      loaded with `from_pretrained`;
     - a call the dataset's own `__init__` precomputes for every sample behind an option
       (`if self.process_data:`), when the per-sample path runs it instead because the option is off.
 
     Work behind an in-memory cache (`if index in self.cache:`) is still flagged: the cache fills in
     each DataLoader worker separately and is thrown away when the workers are respawned every
-    epoch. Not flagged: the cheap decode of a pre-processed file of the sample
-    (`np.load(self.files[i])`, a memory-mapped array), standard image decoding (PIL, OpenCV),
-    random augmentation (its arguments are random: it cannot be cached), and work in the branch
-    that writes a cache file (`if os.path.exists(f): torch.load(f) else: compute, torch.save`).
+    epoch. Not flagged: the sample's own primary read (its image, its WAV file, its
+    pre-processed `np.load(self.files[i])`, a memory-mapped array: every sample has to be read
+    once), standard image decoding (PIL, OpenCV), random augmentation (its arguments are random:
+    it cannot be cached), work in the branch that writes a cache file (`if os.path.exists(f):
+    torch.load(f) else: compute, torch.save`), and a conversion that only runs for data off its
+    target (`if sr != 24000: librosa.resample(wave, orig_sr=sr, target_sr=24000)`).
+
+    Where the work sits in a helper outside the dataset class (a module-level `preprocess(wave)`),
+    the finding is on the dataset's line that calls it, the line to change, with the helper's
+    heavy call as a related location.
 
     ## Why is this slow?
     `__getitem__` runs for every sample of every epoch. Work whose result does not depend on the
@@ -149,8 +160,8 @@ class DatasetHeavyGetitem(Rule):
 
     ## Fix safety
     No automatic fix (display-only advice): precompute once (in `__init__`, or offline into a
-    cache of per-sample arrays) and keep `__getitem__` to a cheap read. This rule is in preview:
-    whether a call is expensive depends on the data it reads.
+    cache of per-sample arrays) and keep `__getitem__` to a cheap read. How much a call costs
+    depends on the data it reads; the impact record gives the typical range.
 
     ## References
     - PyTorch data loading tutorial: do the expensive preprocessing once, load cheaply per sample
@@ -158,7 +169,7 @@ class DatasetHeavyGetitem(Rule):
 
     code = "SPD106"
     name = "dataset-heavy-getitem"
-    status = Status.PREVIEW
+    status = Status.STABLE
     impact = Impact(
         wastes="input pipeline (per-sample parsing repeated every epoch)",
         when="input-bound jobs",
@@ -186,17 +197,25 @@ class DatasetHeavyGetitem(Rule):
         found = self._heavy(node, fn)
         if found is None:
             return
+        if self._off_target_only(node, fn):
+            return  # `if sr != 24000: resample(wave, orig_sr=sr, target_sr=24000)`: only off-spec data pays
         what, impact, precomputed = found
         if precomputed is None and what != BANK and self._random(node, fn):
             return  # random augmentation: a new result every time (a file picked at random is still a file)
         cached = self._cache(node, fn)
         if cached == "disk" or (cached == "memoized" and not _params(fn)):
             return  # filled once: a cache file, or a memoised function without arguments
-        if (fn, what) in self._reported:
+        sites = self._local_sites(fn) if not ctx.torch.chain_of(node)[1] else []
+        anchor = self._dataset_call_site(fn, sites)
+        if ((anchor or fn), what) in self._reported:
             return  # one finding per kind of work in a function (`MolFromSmiles`, then `AddHs`)
-        self._reported.add((fn, what))
+        self._reported.add(((anchor or fn), what))
         callee = dotted(node.func) or ctx.code(node.func)
-        message = f"`{callee}(...)` {what} for every sample, every epoch (in `{fn.name.value}`)"
+        if anchor is not None:
+            outer = dotted(anchor.func) or ctx.code(anchor.func)
+            message = f"`{outer}(...)` {what} for every sample, every epoch (through `{callee}(...)` in `{fn.name.value}`)"
+        else:
+            message = f"`{callee}(...)` {what} for every sample, every epoch (in `{fn.name.value}`)"
         if precomputed is not None:
             flag, line, default_off = precomputed
             message += (
@@ -209,18 +228,48 @@ class DatasetHeavyGetitem(Rule):
                 "fills in each DataLoader worker separately and is lost when the workers are respawned every "
                 "epoch (without `persistent_workers=True`)"
             )
-        related: Tuple[Tuple[Any, ...], ...] = ()
-        if not ctx.torch.chain_of(node)[1]:
-            related = self._local_chain(fn)
-            if related:
-                hops = " -> ".join(f"{p}:{line} `{label}`" for p, line, label in related)
-                message += f" (runs for every sample: {hops} -> {ctx.path}:{ctx.position(node).start.line})"
+        related = tuple(self._hop(site) for site in sites)
+        if related:
+            hops = " -> ".join(f"{p}:{line} `{label}`" for p, line, label in related)
+            message += f" (runs for every sample: {hops} -> {ctx.path}:{ctx.position(node).start.line})"
+        if anchor is not None:
+            # the dataset's own line that calls the helper is the one to change; the work is related
+            related = related + ((ctx.path, ctx.position(node).start.line, f"{callee}(...)"),)
         self.report(
-            node,
+            anchor if anchor is not None else node,
             message,
             fix=Fix.advice("Precompute it once (in `__init__` or an offline cache of per-sample arrays) and read the result here"),
             impact=impact,
             related=related,
+        )
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        """`self.df[self.df[2] == speaker]`: a boolean mask over every row of a table the dataset
+        holds, computed for every sample (O(rows) per sample, O(rows^2) per epoch)."""
+        table = node.value
+        if not (isinstance(table, cst.Attribute) and dotted(table.value) == "self") or len(node.slice) != 1:
+            return
+        index = node.slice[0].slice
+        if not (isinstance(index, cst.Index) and isinstance(index.value, cst.Comparison)):
+            return
+        test = index.value
+        own = f"self.{table.attr.value}"
+        sides = (test.left, *(c.comparator for c in test.comparisons))
+        if not any(isinstance(side, cst.Subscript) and dotted(side.value) == own for side in sides):
+            return
+        fn = self.ctx.torch.sample_function_of(node)
+        if fn is None or (fn, "table filter") in self._reported:
+            return
+        writes = flow(self.ctx).self_writes(table)
+        if not any(isinstance(v, cst.Call) and (self.ctx.qualname(v.func) or "").startswith(TABLES) for v in writes):
+            return
+        self._reported.add((fn, "table filter"))
+        self.report(
+            node,
+            f"`{own}[...]` filters the whole `{own}` table (a boolean mask over every row) for every sample, "
+            f"every epoch (in `{fn.name.value}`)",
+            fix=Fix.advice(f"Group the rows once in `__init__` (a dict from the key to its rows) and pick from that group here"),
+            impact=self.impact,
         )
 
     # -- what the call does ------------------------------------------------------------------
@@ -235,6 +284,8 @@ class DatasetHeavyGetitem(Rule):
             if what is None and q in DECODE:
                 if self._extra_file(call, fn):
                     what = BANK
+                elif self._per_sample_path(call, fn):
+                    return None  # the sample's own primary read: every sample has to be decoded once
                 else:
                     what, impact = DECODE[q], self.decode_impact
             if what is None and q.startswith(FROM_PRETRAINED) and q.endswith("from_pretrained"):
@@ -270,9 +321,11 @@ class DatasetHeavyGetitem(Rule):
         if isinstance(func, cst.Attribute) and dotted(func.value) == "self":
             values = tracer.self_writes(func)
         elif isinstance(func, cst.Name):
-            values = [v for b in tracer.reaching(func) if b.kind == "assign" for v in [tracer.value_at(b)] if v is not None]
-            if any(isinstance(v, cst.Call) for v in values):
+            bound = [(b, v) for b in tracer.reaching(func) if b.kind == "assign" for v in [tracer.value_at(b)] if v is not None]
+            if any(isinstance(v, cst.Call) and self.ctx.torch.contains(fn, b.site) for b, v in bound):
                 return None  # built here and called here: the construction is reported
+            # built once outside (a module-level `to_mel = MelSpectrogram(...)`), called per sample
+            values = [v for _, v in bound]
         for v in values:
             target = v.func if isinstance(v, cst.Call) else v
             if not isinstance(target, (cst.Name, cst.Attribute)):
@@ -289,6 +342,28 @@ class DatasetHeavyGetitem(Rule):
                 if what is not None:
                     return f"{what} (`{q}`)"
         return None
+
+    def _off_target_only(self, call: cst.Call, fn: cst.FunctionDef) -> bool:
+        """The call runs only when its input is not yet in the form it produces: it sits under
+        `if a != b:` where `a` and `b` are both among its arguments (`if sr != 24000:
+        librosa.resample(wave, orig_sr=sr, target_sr=24000)`). Data already at the target pays
+        nothing; the conversion is a fallback for off-spec files, not work done every epoch."""
+        args = {self.ctx.code(a.value) for a in call.args}
+        for a in self.ctx.torch.ancestors(call):
+            if a is fn:
+                break
+            if not isinstance(a, cst.If) or not self.ctx.torch.contains(a.body, call):
+                continue
+            test = a.test
+            if (
+                isinstance(test, cst.Comparison)
+                and len(test.comparisons) == 1
+                and isinstance(test.comparisons[0].operator, cst.NotEqual)
+                and self.ctx.code(test.left) in args
+                and self.ctx.code(test.comparisons[0].comparator) in args
+            ):
+                return True
+        return False
 
     # -- where the file comes from ---------------------------------------------------------
     def _per_sample_path(self, call: cst.Call, fn: cst.FunctionDef) -> bool:
@@ -395,11 +470,29 @@ class DatasetHeavyGetitem(Rule):
         return None
 
     # -- the same-file chain from the per-sample entry point ---------------------------------
-    def _local_chain(self, fn: cst.FunctionDef) -> Tuple[Tuple[Any, ...], ...]:
+    def _hop(self, site: cst.Call) -> Tuple[str, int, str]:
+        return (self.ctx.path, self.ctx.position(site).start.line, f"{dotted(site.func) or 'call'}(...)")
+
+    def _dataset_call_site(self, fn: cst.FunctionDef, sites: List[cst.Call]) -> Optional[cst.Call]:
+        """When the work sits in a helper outside the dataset class (a module-level
+        `preprocess(wave)`), the call of that helper in the dataset's own method, the last such
+        hop of the chain; None when `fn` is itself a method of the dataset (`_get_item`)."""
+        facts = self.ctx.torch
+
+        def in_dataset(f: Optional[cst.FunctionDef]) -> bool:
+            cls = facts.enclosing_class(f.body) if f is not None else None
+            return cls is not None and _is_dataset_class(self.ctx, cls)
+
+        if in_dataset(fn):
+            return None
+        inside = [site for site in sites if in_dataset(facts.enclosing_function(site))]
+        return inside[-1] if inside else None
+
+    def _local_sites(self, fn: cst.FunctionDef) -> List[cst.Call]:
         """The call sites from this file's `__getitem__` (or collate function) down to `fn`."""
         facts = self.ctx.torch
         roots = facts.local_sample_functions
-        chain: List[Tuple[Any, ...]] = []
+        chain: List[cst.Call] = []
         seen = {fn}
         current = fn
         while current.name.value not in ROOTS:
@@ -407,13 +500,13 @@ class DatasetHeavyGetitem(Rule):
             site = min(sites, key=lambda c: facts.order.get(c, 0), default=None)
             if site is None:
                 break
-            chain.append((self.ctx.path, self.ctx.position(site).start.line, f"{dotted(site.func) or 'call'}(...)"))
+            chain.append(site)
             nxt = facts.enclosing_function(site)
             if nxt is None or nxt in seen:
                 break
             seen.add(nxt)
             current = nxt
-        return tuple(reversed(chain))
+        return list(reversed(chain))
 
 
 # -- helpers ---------------------------------------------------------------------------------

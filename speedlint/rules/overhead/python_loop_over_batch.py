@@ -1,4 +1,4 @@
-"""SPD501 python-loop-over-batch (preview)."""
+"""SPD501 python-loop-over-batch."""
 
 from __future__ import annotations
 
@@ -140,8 +140,8 @@ class PythonLoopOverBatch(Rule):
     No automatic fix: vectorising needs the batched form of each op (broadcasting, batched
     matrix products such as `torch.bmm`/`torch.einsum`, `dim=` arguments of reductions, `gather`
     for per-sample windows, masking for ragged data, `bincount`/`scatter_add_` for per-class
-    sums, or `torch.vmap` for a per-sample function). The finding is advice only. The rule is in
-    preview: whether the iterated value is a batch is inferred from how the code uses it.
+    sums, or `torch.vmap` for a per-sample function). The finding is advice only: whether the
+    iterated value is a batch is inferred from how the code uses it.
 
     ## References
     - PyTorch docs, `torch.vmap` (vectorising a per-sample function)
@@ -149,7 +149,7 @@ class PythonLoopOverBatch(Rule):
 
     code = "SPD501"
     name = "python-loop-over-batch"
-    status = Status.PREVIEW
+    status = Status.STABLE
     impact = Impact(
         wastes="Python overhead and kernel launches (one set of small ops per sample)",
         when="always; worst on GPU with large batches",
