@@ -8,7 +8,7 @@ import pytest
 
 from speedlint.analyzer import parallel
 from speedlint.analyzer.cache import ResultCache
-from speedlint.analyzer.program import FrozenDict, compact, summarize
+from speedlint.analyzer.program.summary import FrozenDict, compact, summarize
 
 TRAIN = '''
 import torch
@@ -159,7 +159,7 @@ def train(loader, model, optimizer, logger, d, xs):
 def test_calls_record_which_arguments_are_python_values():
     """`C_HOST`: positions and keywords passed a Python value in the caller; `*`/`**` unpacking
     recorded as such (`Hotness.host_parameters` counts it as anything)."""
-    from speedlint.analyzer.program import C_HOST, C_KWS, SPLAT
+    from speedlint.analyzer.program.schema import C_HOST, C_KWS, SPLAT
 
     calls = [c for c in summarize(CALLER)["functions"][0]["calls"] if c[1][-1] == "update"]
     first, second, third = calls
@@ -203,7 +203,7 @@ def test_the_program_names_the_parameters_no_hot_call_site_passes_a_tensor(tmp_p
     parameters that every call site running it per step passes a Python value or leaves to its
     default (`**kwargs` of `update`, `n` of `record`); not `value`, which one hot call site
     passes the loss, nor `meter`, a name the caller does not bind to a Python value."""
-    from speedlint.analyzer.program import link
+    from speedlint.analyzer.program.facts import link
 
     files = [(str(tmp_path / name), name, summarize(text)) for name, text in (("helpers.py", HELPERS), ("train.py", LOOP))]
     seeds = link(files)["helpers.py"]

@@ -256,7 +256,7 @@ class SummaryStore:
         self._shared: Dict[Any, Any] = {}  # equal parts of the summaries read are one object
 
     def get(self, digest: str) -> Optional[Any]:
-        from speedlint.analyzer.program import compact
+        from speedlint.analyzer.program.summary import compact
 
         got = self._new.get(digest)
         if got is not None:
@@ -319,7 +319,7 @@ class ResultCache:
     # -- the linked program: one file per tree state, the latest only ----------------------------
     def load_program(self, key: str) -> "Optional[Dict[str, Any]]":
         """The seeds of the last link of exactly this tree (`parallel._program_key`), if cached."""
-        from speedlint.analyzer.program import FileSeeds
+        from speedlint.analyzer.program.link import FileSeeds
 
         try:
             with open(self.directory / f"program-{key}.json", "rb") as fh:

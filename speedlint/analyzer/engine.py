@@ -28,13 +28,13 @@ from speedlint.analyzer.providers.walk import visit_batched as fast_visit_batche
 from speedlint.analyzer.findings import FileResult, Profile  # noqa: F401 - re-exported
 from speedlint.analyzer.rule import Diagnostic, Edit, Finding, Rule
 from speedlint.analyzer.sources import Source
-from speedlint.analyzer.program import USED_ELSEWHERE
+from speedlint.analyzer.program.link import USED_ELSEWHERE
 from speedlint.analyzer.textscan import FIRST_ARG_GROWERS, has_word, has_word_then, may_grow, may_use_gpu, word_ends
 
 if TYPE_CHECKING:  # pragma: no cover - `ast` is imported lazily where it is needed
     import ast
 
-    from speedlint.analyzer.program import FileSeeds
+    from speedlint.analyzer.program.link import FileSeeds
 
 
 @dataclass
@@ -676,7 +676,7 @@ def summarize_and_prelook(
     import ast
     import warnings
 
-    from speedlint.analyzer.program import summarize
+    from speedlint.analyzer.program.summary import summarize
 
     try:
         with warnings.catch_warnings():

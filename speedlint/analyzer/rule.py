@@ -38,7 +38,7 @@ from speedlint.analyzer.findings import (  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.context import FileContext
-    from speedlint.analyzer.program import FileSeeds
+    from speedlint.analyzer.program.link import FileSeeds
 
 
 Replacement = Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel]

@@ -32,7 +32,7 @@ from speedlint.analyzer.providers.walk import TreeIndex, index_of, preorder
 from speedlint.analyzer.textscan import says_grad_off
 
 if TYPE_CHECKING:  # pragma: no cover
-    from speedlint.analyzer.program import FileSeeds
+    from speedlint.analyzer.program.link import FileSeeds
 
 Loop = Union[cst.For, cst.While]
 Unit = Union[cst.For, cst.While, cst.FunctionDef]
@@ -380,7 +380,7 @@ class TorchFacts:
         params = self.seeds.project.get("params", {}).get(str(self._function_ordinal.get(fn, -1)))
         if not params:
             return None
-        from speedlint.analyzer.program import DEFAULT
+        from speedlint.analyzer.program.schema import DEFAULT
 
         if name not in params:
             return (True, [], True)  # no call site passes it: the default
