@@ -96,7 +96,7 @@ NO_GROWS = [  # no grow site in a loop: the text check may say "no"
 def test_may_grow_says_maybe_for_every_site(text):
     import ast
 
-    from speedlint.analyzer.engine import AstFacts
+    from speedlint.analyzer.prelook import AstFacts
 
     assert not AstFacts(ast.parse(text), text).grows.isdisjoint(GROW + ("join",))  # a site indeed
     assert may_grow(text, GROW)
@@ -113,7 +113,7 @@ def test_may_grow_never_misses_a_site_in_real_code():
     import importlib.util
     from pathlib import Path
 
-    from speedlint.analyzer.engine import AstFacts
+    from speedlint.analyzer.prelook import AstFacts
 
     root = Path(__file__).resolve().parent.parent
     files = sorted((root / "fixtures").rglob("*.py"))

@@ -89,7 +89,7 @@ class FileSeeds:
 
     def changes_prelook(self, seed_triggers: Iterable[str] = ()) -> bool:
         """Whether a file's `ast` pre-look may answer differently with these seeds than from its
-        text alone (`engine.seeded_facts`; `seed_triggers`: the project keys its rules' text
+        text alone (`prelook.AstFacts.seed`; `seed_triggers`: the project keys its rules' text
         pre-filter reads). Passed constants, option defaults and model makers do not."""
         if self.gpu or self.step_loops or any(self.functions.values()):
             return True

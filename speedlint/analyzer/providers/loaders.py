@@ -37,6 +37,7 @@ from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 import libcst as cst
 
 from speedlint.analyzer.context import FileContext
+from speedlint.analyzer.prelook import AstFacts
 from speedlint.analyzer.providers.configs import literal as _literal
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.values import NO_DEFAULT, KwArg, Value
@@ -114,7 +115,7 @@ class LoaderKind:
     foreign: bool = False
 
 
-def may_build_loader(facts: Any) -> bool:
+def may_build_loader(facts: AstFacts) -> bool:
     """The `ast` pre-look of the loader rules: a loader class (or a `partial` of one) is called or
     subclassed in the file."""
     return facts.calls_any(*LOADER_TAILS) or facts.uses_any(*LOADER_TAILS)
