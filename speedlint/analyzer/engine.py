@@ -15,7 +15,6 @@ import ast
 import time
 import warnings
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Type
 
 import libcst as cst
@@ -233,9 +232,10 @@ def _chain(ctx: FileContext, node: cst.CSTNode, rule: Rule) -> Tuple[str, Tuple[
     """The message suffix and related locations naming the call chain that makes `node` hot
     through other modules (nothing when it is hot in its own file, or not hot; an epoch chain
     explains only the findings of a rule whose cost is per epoch: `Rule.per_epoch`)."""
-    if ctx.seeds is None or "torch" not in ctx.__dict__:
+    torch = ctx.torch_if_built
+    if ctx.seeds is None or torch is None:
         return "", ()
-    kind, chain = ctx.torch.chain_of(node)
+    kind, chain = torch.chain_of(node)
     if not chain or (kind == "epoch" and not rule.per_epoch):
         return "", ()
     here = ctx.position(node).start.line
@@ -311,35 +311,24 @@ def _edit(ctx: FileContext, node: cst.CSTNode, new) -> Edit:  # type: ignore[no-
     return Edit(pos.start.line, pos.start.column, pos.end.line, pos.end.column, content)
 
 
-def _timed_provider(name: str):  # type: ignore[no-untyped-def]
-    compute = getattr(FileContext, name).func
+class _ProfiledContext(FileContext):
+    """A FileContext that bills the building of each provider to the "providers" phase."""
 
-    def get(self):  # type: ignore[no-untyped-def]
+    _profile: Profile
+    _provider_time = 0.0
+    _provider_depth = 0
+
+    def _build(self, build: Any) -> Any:
         self._provider_depth += 1
         t = time.perf_counter()
         try:
-            return compute(self)
+            return build(self)
         finally:
             self._provider_depth -= 1
             if self._provider_depth == 0:  # nested providers are counted once, by the outermost
                 spent = time.perf_counter() - t
                 self._provider_time += spent
                 self._profile.add("providers", spent)
-
-    get.__name__ = name
-    return cached_property(get)
-
-
-class _ProfiledContext(FileContext):
-    """A FileContext that bills the first use of each shared provider to the "providers" phase."""
-
-    _profile: Profile
-    _provider_time = 0.0
-    _provider_depth = 0
-
-    imports = _timed_provider("imports")
-    torch = _timed_provider("torch")
-    values = _timed_provider("values")
 
 
 class _Wrapper(MetadataWrapper):

@@ -25,8 +25,10 @@ from itertools import islice
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple
 
 from speedlint.analyzer.providers.hot import EVAL_HOOKS, HOOK_BASES, STEP_HOOKS
-from speedlint.analyzer.providers.training import EVAL_NAME, INFERENCE_VERB
 from speedlint.analyzer.textscan import FIRST_ARG_GROWERS, has_word, has_word_then, may_grow, may_use_gpu, word_ends
+from speedlint.analyzer.vocabulary import EVAL_NAME, INFERENCE_VERB
+from speedlint.analyzer.vocabulary import GRAD_OFF_NAMES as _GRAD_OFF
+from speedlint.analyzer.vocabulary import dotted_name as _dotted
 
 if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.program.link import FileSeeds
@@ -48,8 +50,6 @@ _DEF_NAME = re.compile(r"[\s\\]+(\w+)")
 _ALIAS = re.compile(r"(?:\s|\\)+as\b")
 #: What follows a called name: `(`, with whitespace, comments and line continuations between.
 _CALL = re.compile(r"(?:\s|\\|#[^\n]*\n)*\(")
-#: The last parts of what `TorchFacts.is_grad_off` accepts (`torch.no_grad`, `torch.inference_mode`).
-_GRAD_OFF = frozenset({"no_grad", "inference_mode"})
 
 
 #: `ast` class -> the fields that may hold child nodes (`_Walk`)
@@ -108,18 +108,6 @@ def _last_name(node: ast.AST) -> Optional[str]:
         return node.attr
     if isinstance(node, ast.Name):
         return node.id
-    return None
-
-
-def _dotted(node: ast.AST) -> Optional[str]:
-    """`a.b.c` for an `ast` Name/Attribute chain, else None (like `providers.names.dotted`)."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
     return None
 
 

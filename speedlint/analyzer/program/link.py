@@ -20,6 +20,7 @@ from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set
 
 from speedlint.analyzer.program.schema import C_ARGS, C_FUNC, C_KWS, STEP
 from speedlint.analyzer.program.summary import _callee_tail
+from speedlint.analyzer.vocabulary import LOADER_NAMES
 
 #: Containers whose calls give back what they hold (`nn.ModuleList([Block(), ...])`).
 _CONTAINERS = frozenset({"ModuleList", "Sequential", "ModuleDict", "ParameterList", "list", "tuple", "dict", "set", "sorted", "reversed", "iter", "enumerate", "zip", "tqdm", "cycle", "chain"})
@@ -28,12 +29,6 @@ _NOTHING: FrozenSet[str] = frozenset()  # the type of most names and attributes 
 _MODULE_BASES = frozenset({"Module", "Sequential", "ModuleList", "ModuleDict", "LightningModule", "MessagePassing"})
 #: `nn.Module` methods that return the module itself.
 _RETURNS_SELF = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16", "type", "requires_grad_", "share_memory", "apply", "to_empty"})
-#: Loader classes: torch's, and the loaders built on it (torch_geometric, DGL, MONAI, webdataset).
-LOADER_NAMES = frozenset({
-    "DataLoader", "DataListLoader", "DenseDataLoader", "NeighborLoader", "NeighborSampler", "ClusterLoader",
-    "GraphSAINTRandomWalkSampler", "GraphSAINTNodeSampler", "GraphSAINTEdgeSampler", "LinkNeighborLoader", "GraphDataLoader",
-    "WebLoader",
-})
 
 
 #: `Program._forwarded_elements`: a callee's returned positions are not known yet.

@@ -11,12 +11,14 @@ import ast
 import re
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
-from speedlint.analyzer.configs.summary import all_statements, block_statements, dotted_name, walk
+from speedlint.analyzer.configs.summary import all_statements, block_statements, walk
+from speedlint.analyzer.program.schema import SPLAT as _NOT_FOLLOWED  # a keyword whose value is not followed
 from speedlint.analyzer.sources import source_lines
+from speedlint.analyzer.vocabulary import DISTRIBUTED as _DISTRIBUTED
+from speedlint.analyzer.vocabulary import DISTRIBUTED_HINTS as _DISTRIBUTED_HINTS
+from speedlint.analyzer.vocabulary import LOADER_TRIGGERS as _LOADER_ENDINGS
+from speedlint.analyzer.vocabulary import dotted_name
 
-_DISTRIBUTED = re.compile(r"\b(DistributedDataParallel|init_process_group|torchrun|LOCAL_RANK|mp\.spawn|DistributedSampler)\b")
-#: Substrings one of which `_DISTRIBUTED` needs (a `\b` pattern scans slowly: most files have none).
-_DISTRIBUTED_HINTS = ("Distributed", "init_process_group", "torchrun", "LOCAL_RANK", "spawn")
 _IN_MEMORY_CALLS = frozenset({"TensorDataset", "StackDataset"})
 
 
@@ -59,10 +61,6 @@ Functions = List[Tuple[Any, List[ast.stmt]]]
 _MAX_DICTS = 8
 #: One way a dict may be built: key -> value expression, and whether every key is known.
 _Dict = Tuple[Dict[str, ast.expr], bool]
-#: How the names of the loader classes end (`program.LOADER_NAMES`, project subclasses).
-_LOADER_ENDINGS = ("Loader", "Sampler")
-#: A keyword whose value is not followed (`program.SPLAT`: not imported, the program imports this module).
-_NOT_FOLLOWED = ("k", "\x00splat")
 #: Dict methods that change it (other than `update`, which is followed): a dict changed by one is not read.
 _MUTATORS = frozenset({"pop", "popitem", "setdefault", "clear", "__setitem__", "__delitem__"})
 

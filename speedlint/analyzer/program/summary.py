@@ -14,28 +14,17 @@ import re
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from speedlint.analyzer.configs.summary import config_summary
-from speedlint.analyzer.configs.summary import dotted_name as _dotted
-from speedlint.analyzer.configs.summary import walk
+from speedlint.analyzer.configs.summary import config_summary, walk
 from speedlint.analyzer.program.loader_summary import loader_summary
 from speedlint.analyzer.program.schema import (
     C_FLAGS, C_FUNC, C_KWS, C_LINE, CACHE_FILL, CONDITIONAL, EVAL_ONLY, GRAD_OFF, GUARDED, HANDLER, INT, ONE_ITERATION, PROPERTY, SPLAT,
     SUMMARY_FORMAT, TRAIN_ONLY,
 )
 from speedlint.analyzer.textscan import may_use_gpu, says_grad_off
+from speedlint.analyzer.vocabulary import COUNTER_NAME, SCHEDULER_HINT
+from speedlint.analyzer.vocabulary import DTYPES as _DTYPE_NAMES
+from speedlint.analyzer.vocabulary import dotted_name as _dotted
 
-EVAL_NAME = re.compile(
-    r"(^|_)(eval|evaluate|evaluation|valid|validate|validation|val|test|testing|predict|prediction|infer|inference)(_|$)|^(eval|valid|test|predict|infer)",
-    re.I,
-)
-SCHEDULER_HINT = re.compile(r"sched|(^|_)lr(_|$)|warmup", re.I)
-#: Names in an `if` test that say the branch runs now and then, not every time.
-#: A value that changes every step: a loop counter, a step count (`i`, `step`, `batch_idx`).
-COUNTER_NAME = re.compile(
-    r"(^|_)(step|steps|it|iter|iters|iteration|iterations|idx|index|i|j|n|batch_idx|batch_i|batch_num|"
-    r"batch_nb|batch_id|nb|count|counter|cnt|epoch|tick)$",
-    re.I,
-)
 _INTERVAL_WORDS = re.compile(r"log|interval|every|freq|period|print|verbose|debug|display|save|ckpt|checkpoint|vis|summary|report|plot|sample_|dump", re.I)
 #: Builtins whose calls never run project code (unless the module rebinds the name).
 _BUILTIN_CALLS = frozenset({
@@ -69,11 +58,6 @@ _FIXED_SHAPES = re.compile(r"\b(Resize|RandomResizedCrop|RandomCrop|CenterCrop)\
 _FIXED_SHAPE_HINTS = ("Resize(", "Crop(", "CIFAR10", "MNIST", "ImageFolder")  # (one is in every match)
 _BENCHMARK_ON = re.compile(r"cudnn\.benchmark\s*=(?!=)")
 
-#: `torch.<name>` dtypes (a `.to()` with one of these casts, it does not move).
-_DTYPE_NAMES = frozenset({
-    "float16", "half", "bfloat16", "float32", "float", "float64", "double", "int8", "uint8", "int16", "short",
-    "int32", "int", "int64", "long", "bool", "complex64", "complex128", "cfloat", "cdouble", "float8_e4m3fn", "float8_e5m2",
-})
 
 
 # -- summaries ------------------------------------------------------------------------------------
