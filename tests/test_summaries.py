@@ -95,6 +95,28 @@ def test_summary_cache_reads_entries_back_and_drops_damaged_ones(tmp_path):
     assert fresh.get("missing") is None
 
 
+def test_summary_cache_of_another_format_is_not_used(tmp_path):
+    """The summary format names the store's file, and an entry of another format (an old cache
+    copied over, a stale entry) is summarised again: a format change invalidates cleanly."""
+    from speedlint.analyzer.program.schema import SUMMARY_FORMAT
+
+    summary = summarize(TRAIN)
+    assert summary["format"] == SUMMARY_FORMAT
+    store = ResultCache(tmp_path / "cache").summaries
+    assert f"-v{SUMMARY_FORMAT}-" in store.path.name
+    store.put("current", summary)
+    store.put("old", summary)
+    store.save()
+    doc = json.loads(store.path.read_text(encoding="utf-8"))
+    old = json.loads(doc["entries"]["old"])
+    old["format"] = SUMMARY_FORMAT - 1
+    doc["entries"]["old"] = json.dumps(old)
+    store.path.write_text(json.dumps(doc), encoding="utf-8")
+    fresh = ResultCache(tmp_path / "cache").summaries
+    assert fresh.get("current") == summary
+    assert fresh.get("old") is None
+
+
 def test_a_batch_shares_equal_parts_across_its_files(tmp_path):
     (tmp_path / "train.py").write_text(TRAIN, encoding="utf-8")
     (tmp_path / "loss.py").write_text(LOSS, encoding="utf-8")
