@@ -20,7 +20,8 @@ import pytest
 from conftest import FIXTURES, ROOT
 from fixture_support import PRAGMA
 from speedlint.analyzer.config import Settings, parse_version
-from speedlint.analyzer.engine import AstFacts, analyze_text
+from speedlint.analyzer.engine import analyze_text
+from speedlint.analyzer.prelook import AstFacts
 from speedlint.analyzer.registry import all_rules, select_rules
 
 RULES = all_rules()

@@ -433,7 +433,8 @@ def _context(project: Path, name: str):
     from speedlint.analyzer.config import Settings
     from speedlint.analyzer.configs.discovery import DEFAULT_CONFIG_GLOBS
     from speedlint.analyzer.context import FileContext
-    from speedlint.analyzer.program import link, summarize
+    from speedlint.analyzer.program.facts import link
+    from speedlint.analyzer.program.summary import summarize
 
     files = [(str(p), p.relative_to(project).as_posix(), summarize(p.read_text())) for p in sorted(project.rglob("*.py"))]
     configs = [str(p) for g in DEFAULT_CONFIG_GLOBS for p in project.rglob(g)]

@@ -4,6 +4,7 @@ analyzer; a rule never imports another rule module, and a fixer never imports a 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 from typing import Iterator, Tuple
 
@@ -119,3 +120,75 @@ def test_no_import_circles():
 def test_the_cycle_finder_finds_cycles():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+# -- the program package and the engine's layers ---------------------------------------------------
+MAX_LINES = 1200
+#: Modules held to the size limit: the program model's package and the modules split out of the
+#: engine and the program (`prelook`, `vocabulary`), and the engine itself.
+SIZED = [
+    *sorted((ROOT / "analyzer" / "program").glob("*.py")),
+    ROOT / "analyzer" / "prelook.py",
+    ROOT / "analyzer" / "vocabulary.py",
+    ROOT / "analyzer" / "engine.py",
+]
+#: The modules that run rules without knowing any: they ask a rule's class attributes
+#: (`ast_precondition`, `per_epoch`, `triggers` ...), never its code.
+RULE_BLIND = ["engine", "prelook", "context", "runner", "parallel", "registry", "rule"]
+_RULE_CODE = re.compile(r"\bSPD\d{3}\b")
+
+
+def _line_count(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines())
+
+
+def test_program_modules_stay_small():
+    assert (ROOT / "analyzer" / "program" / "__init__.py").is_file(), "the program model is a package"
+    big = [f"{_module(p)}: {_line_count(p)} lines" for p in SIZED if _line_count(p) > MAX_LINES]
+    assert not big, f"modules over {MAX_LINES} lines (split them):\n" + "\n".join(big)
+
+
+def _codes_named(path: Path) -> list:
+    """(line, text) of the rule codes in the module's string constants (docstrings aside: they
+    may cite a rule)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+        and _RULE_CODE.search(node.value)
+    ]
+
+
+def test_the_engine_names_no_rule_code():
+    named = [
+        f"speedlint.analyzer.{name}:{line} {text!r}"
+        for name in RULE_BLIND
+        for line, text in _codes_named(ROOT / "analyzer" / f"{name}.py")
+    ]
+    assert not named, "the engine asks the rules' class attributes, it names no rule:\n" + "\n".join(named)
+
+
+def test_the_layer_checks_can_fail(tmp_path):
+    """What the size and rule-code checks read does see what they look for."""
+    sample = tmp_path / "sample.py"
+    sample.write_text('"""Cites SPD104."""\nEPOCH = {"SPD104", "x"}\n' + "x = 1\n" * MAX_LINES, encoding="utf-8")
+    assert _line_count(sample) > MAX_LINES
+    assert _codes_named(sample) == [(2, "SPD104")]  # the set's element, not the docstring
+
+
+def test_rules_declare_their_layer_attributes():
+    """Every rule declares its pre-look precondition, and `per_epoch` is a plain flag."""
+    from speedlint.analyzer.registry import all_rules
+
+    rules = all_rules()
+    assert rules
+    assert not [r.code for r in rules if r.ast_precondition is None]
+    assert all(isinstance(r.per_epoch, bool) for r in rules)
+    assert {r.code for r in rules if r.per_epoch} >= {"SPD104", "SPD402"}

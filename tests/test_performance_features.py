@@ -16,7 +16,8 @@ import speedlint.analyzer.parallel as parallel
 from speedlint.analyzer import engine
 from speedlint.analyzer.cache import CACHE_DIR_NAME, finding_from_json, finding_to_json
 from speedlint.analyzer.config import Settings
-from speedlint.analyzer.engine import AstFacts, Profile, analyze_text, ast_prelook
+from speedlint.analyzer.engine import Profile, analyze_text, ast_prelook
+from speedlint.analyzer.prelook import AstFacts
 from speedlint.analyzer.registry import all_rules
 from speedlint.analyzer.rule import FixSummary
 from speedlint.analyzer.runner import Overrides, SettingsResolver, check_paths

@@ -1,7 +1,9 @@
 """The link's type inference: its rounds after the first visit only the functions whose inputs
 changed (`Program._inputs_unchanged`), and that gives what visiting every function gives."""
 
-from speedlint.analyzer.program import Program, summarize
+from speedlint.analyzer.program.link import Program
+
+from speedlint.analyzer.program.summary import summarize
 
 MODELS = '''
 class Net:

@@ -236,7 +236,9 @@ def test_self_reaches_the_overrides_of_a_small_family_only():
     """`self.loss(...)` in a training step runs the subclasses' overrides too; a family larger
     than `Program.MAX_SUBCLASSES` (a library base such as `PreTrainedModel`) is taken as the base
     alone, so that its methods are not evaluated once per subclass."""
-    from speedlint.analyzer.program import Program, link, summarize
+    from speedlint.analyzer.program.facts import link
+    from speedlint.analyzer.program.link import Program
+    from speedlint.analyzer.program.summary import summarize
 
     small = link([("/p/train.py", "train.py", summarize(_family(3)))])["train.py"]
     assert sorted(small.functions) == [1, 2, 3, 4]  # Base.loss and the three overrides (source order)

@@ -14,7 +14,8 @@ from conftest import FIXTURES
 from fixture_support import load_fixture, rule_fixture_paths
 from speedlint.analyzer.engine import analyze_text
 from speedlint.analyzer.fixing import fix_text
-from speedlint.analyzer.program import link, summarize
+from speedlint.analyzer.program.facts import link
+from speedlint.analyzer.program.summary import summarize
 from speedlint.analyzer.registry import all_rules, rule_by_code_or_name, select_rules
 from speedlint.analyzer.rule import DISPLAY_ONLY
 

@@ -9,7 +9,8 @@ import textwrap
 from conftest import FIXTURES
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.engine import analyze_text
-from speedlint.analyzer.program import cache_fill_lines, link, summarize
+from speedlint.analyzer.program.facts import link
+from speedlint.analyzer.program.summary import cache_fill_lines, summarize
 from speedlint.analyzer.registry import select_rules
 from speedlint.analyzer.rule import LOW, MEDIUM
 from speedlint.analyzer.runner import Overrides, SettingsResolver, check_paths

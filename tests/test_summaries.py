@@ -8,7 +8,7 @@ import pytest
 
 from speedlint.analyzer import parallel
 from speedlint.analyzer.cache import ResultCache
-from speedlint.analyzer.program import FrozenDict, compact, summarize
+from speedlint.analyzer.program.summary import FrozenDict, compact, summarize
 
 TRAIN = '''
 import torch
@@ -95,6 +95,28 @@ def test_summary_cache_reads_entries_back_and_drops_damaged_ones(tmp_path):
     assert fresh.get("missing") is None
 
 
+def test_summary_cache_of_another_format_is_not_used(tmp_path):
+    """The summary format names the store's file, and an entry of another format (an old cache
+    copied over, a stale entry) is summarised again: a format change invalidates cleanly."""
+    from speedlint.analyzer.program.schema import SUMMARY_FORMAT
+
+    summary = summarize(TRAIN)
+    assert summary["format"] == SUMMARY_FORMAT
+    store = ResultCache(tmp_path / "cache").summaries
+    assert f"-v{SUMMARY_FORMAT}-" in store.path.name
+    store.put("current", summary)
+    store.put("old", summary)
+    store.save()
+    doc = json.loads(store.path.read_text(encoding="utf-8"))
+    old = json.loads(doc["entries"]["old"])
+    old["format"] = SUMMARY_FORMAT - 1
+    doc["entries"]["old"] = json.dumps(old)
+    store.path.write_text(json.dumps(doc), encoding="utf-8")
+    fresh = ResultCache(tmp_path / "cache").summaries
+    assert fresh.get("current") == summary
+    assert fresh.get("old") is None
+
+
 def test_a_batch_shares_equal_parts_across_its_files(tmp_path):
     (tmp_path / "train.py").write_text(TRAIN, encoding="utf-8")
     (tmp_path / "loss.py").write_text(LOSS, encoding="utf-8")
@@ -159,7 +181,7 @@ def train(loader, model, optimizer, logger, d, xs):
 def test_calls_record_which_arguments_are_python_values():
     """`C_HOST`: positions and keywords passed a Python value in the caller; `*`/`**` unpacking
     recorded as such (`Hotness.host_parameters` counts it as anything)."""
-    from speedlint.analyzer.program import C_HOST, C_KWS, SPLAT
+    from speedlint.analyzer.program.schema import C_HOST, C_KWS, SPLAT
 
     calls = [c for c in summarize(CALLER)["functions"][0]["calls"] if c[1][-1] == "update"]
     first, second, third = calls
@@ -203,7 +225,7 @@ def test_the_program_names_the_parameters_no_hot_call_site_passes_a_tensor(tmp_p
     parameters that every call site running it per step passes a Python value or leaves to its
     default (`**kwargs` of `update`, `n` of `record`); not `value`, which one hot call site
     passes the loss, nor `meter`, a name the caller does not bind to a Python value."""
-    from speedlint.analyzer.program import link
+    from speedlint.analyzer.program.facts import link
 
     files = [(str(tmp_path / name), name, summarize(text)) for name, text in (("helpers.py", HELPERS), ("train.py", LOOP))]
     seeds = link(files)["helpers.py"]

@@ -1,4 +1,4 @@
-"""The walks of the summary phase (`program.summarize`, `configs.summary`, `loader_program`):
+"""The walks of the summary phase (`program.summary.summarize`, `configs.summary`, `program.loader_summary`):
 each visits what the plain `ast` walk it replaces visited, in the same order."""
 
 import ast
@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from speedlint.analyzer import program
 from speedlint.analyzer.configs.summary import all_statements, block_statements, walk
-from speedlint.analyzer.loader_program import _MOVES
-from speedlint.analyzer.program import CONDITIONAL, GUARDED, summarize
+from speedlint.analyzer.program.loader_summary import _MOVES
+from speedlint.analyzer.program.schema import CONDITIONAL, GUARDED
+from speedlint.analyzer.program import summary
+from speedlint.analyzer.program.summary import summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Real code with every kind of statement and expression: speedlint's own sources and fixtures.
@@ -111,7 +112,7 @@ def test_statement_blocks_are_the_bodies_ast_walk_finds():
     for tree in _trees():
         want = {id(b) for node in ast.walk(tree) if isinstance(getattr(node, "body", None), list)
                 for b in (node.body, getattr(node, "orelse", None) or [], getattr(node, "finalbody", None) or []) if b}
-        assert {id(b) for b in program._statement_blocks(tree) if b} == want
+        assert {id(b) for b in summary._statement_blocks(tree) if b} == want
 
 
 @pytest.mark.parametrize("text", [
@@ -130,8 +131,8 @@ def test_moves_in_joined_lines_is_moves_in_each_line(text):
     "timm.create_model('resnet18')", "import segmentation_models_pytorch as smp",
 ])
 def test_conv_text_hints_are_in_every_match(text):
-    match = program._CONV_TEXT.search(text)
-    assert match and any(h in match.group(0) for h in program._CONV_HINTS)
+    match = summary._CONV_TEXT.search(text)
+    assert match and any(h in match.group(0) for h in summary._CONV_HINTS)
 
 
 @pytest.mark.parametrize("text", [
@@ -139,8 +140,8 @@ def test_conv_text_hints_are_in_every_match(text):
     "MNIST", "FashionMNIST", "ImageFolder(root)",
 ])
 def test_fixed_shape_hints_are_in_every_match(text):
-    match = program._FIXED_SHAPES.search(text)
-    assert match and any(h in match.group(0) for h in program._FIXED_SHAPE_HINTS)
+    match = summary._FIXED_SHAPES.search(text)
+    assert match and any(h in match.group(0) for h in summary._FIXED_SHAPE_HINTS)
 
 
 FLAGS = '''

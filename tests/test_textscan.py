@@ -96,7 +96,7 @@ NO_GROWS = [  # no grow site in a loop: the text check may say "no"
 def test_may_grow_says_maybe_for_every_site(text):
     import ast
 
-    from speedlint.analyzer.engine import AstFacts
+    from speedlint.analyzer.prelook import AstFacts
 
     assert not AstFacts(ast.parse(text), text).grows.isdisjoint(GROW + ("join",))  # a site indeed
     assert may_grow(text, GROW)
@@ -133,7 +133,7 @@ def test_may_grow_never_misses_a_site_in_real_code(shard):
     (the count of grow sites seen is taken over every file all the same)."""
     import ast
 
-    from speedlint.analyzer.engine import AstFacts
+    from speedlint.analyzer.prelook import AstFacts
 
     seen = 0
     for path in _real_code(shard, REAL_CODE_SHARDS):

@@ -42,6 +42,7 @@ from speedlint.analyzer.findings import (
     ImportSpec,
     Status,
 )
+from speedlint.analyzer.program.schema import SUMMARY_FORMAT
 
 CACHE_DIR_NAME = ".speedlint_cache"
 FORMAT = 1
@@ -246,17 +247,19 @@ class SummaryStore:
     """Per-file summaries for the whole-program model (`speedlint.analyzer.program`), keyed by
     content hash alone: a file's summary does not depend on settings, rules or where it lies.
     Each entry is kept as its JSON text and decoded (into the compact form) when asked for: a
-    run that needs a few summaries does not build all of them."""
+    run that needs a few summaries does not build all of them. The summary format
+    (`program.schema.SUMMARY_FORMAT`) names the file, and an entry of another format is not
+    used (the file is summarised again): a format change invalidates old caches cleanly."""
 
     def __init__(self, cache: "ResultCache") -> None:
         self.cache = cache
-        self.path = cache.directory / f"summaries-{code_fingerprint()[:16]}.json"
+        self.path = cache.directory / f"summaries-v{SUMMARY_FORMAT}-{code_fingerprint()[:16]}.json"
         self._entries: Optional[Dict[str, Any]] = None
         self._new: Dict[str, Any] = {}
         self._shared: Dict[Any, Any] = {}  # equal parts of the summaries read are one object
 
     def get(self, digest: str) -> Optional[Any]:
-        from speedlint.analyzer.program import compact
+        from speedlint.analyzer.program.summary import compact
 
         got = self._new.get(digest)
         if got is not None:
@@ -267,7 +270,10 @@ class SummaryStore:
         if raw is None:
             return None
         try:
-            return compact(json.loads(raw) if isinstance(raw, str) else raw, self._shared)
+            summary = json.loads(raw) if isinstance(raw, str) else raw
+            if summary.get("format") != SUMMARY_FORMAT:
+                return None  # another format: the file is summarised again
+            return compact(summary, self._shared)
         except (ValueError, TypeError, AttributeError, RecursionError):
             return None  # a damaged entry: the file is summarised again
 
@@ -319,7 +325,7 @@ class ResultCache:
     # -- the linked program: one file per tree state, the latest only ----------------------------
     def load_program(self, key: str) -> "Optional[Dict[str, Any]]":
         """The seeds of the last link of exactly this tree (`parallel._program_key`), if cached."""
-        from speedlint.analyzer.program import FileSeeds
+        from speedlint.analyzer.program.link import FileSeeds
 
         try:
             with open(self.directory / f"program-{key}.json", "rb") as fh:

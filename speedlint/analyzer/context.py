@@ -1,13 +1,20 @@
-"""Everything a rule may ask about the file it is visiting, computed lazily and at most once."""
+"""Everything a rule may ask about the file it is visiting, computed lazily and at most once.
+
+Every provider of a file (the shared facts a rule asks for: `imports`, `torch`, `values`,
+`config_values` here, `providers.flow.flow`, `providers.loaders.loader_facts` ...) is reached the
+same way: `FileContext.provider(build)` builds it from the context on first use and keeps it for
+the traversal. Nothing else is stored on the context.
+"""
 
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, Dict, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, TypeVar
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
+from speedlint.analyzer.providers.configs import ConfigLookup
 from speedlint.analyzer.providers.names import ImportMap
 from speedlint.analyzer.providers.positions import node_positions, statement_positions
 from speedlint.analyzer.providers.training import TorchFacts
@@ -16,13 +23,17 @@ from speedlint.analyzer.textscan import may_use_gpu
 
 if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.config import Settings
-    from speedlint.analyzer.program import FileSeeds
+    from speedlint.analyzer.program.link import FileSeeds
 
 #: Passes that note a few positions (`prefetch_positions`) before all are computed at once:
 #: passes that generate the whole module, and passes that generate only the statements that
 #: hold the nodes (each costs about what it generates, plus a search of the text).
 _POSITION_PASSES = 3
 _STATEMENT_PASSES = 64
+
+P = TypeVar("P")
+#: Builds a provider from the file's context (a provider class, or a function).
+Build = Callable[["FileContext"], P]
 
 
 class FileContext:
@@ -44,37 +55,53 @@ class FileContext:
         self._all_positions: Optional[Mapping[cst.CSTNode, CodeRange]] = None
         self._position_passes = 0
         self._statement_passes = 0
+        self._providers: Dict[Callable[..., Any], Any] = {}  # build -> what it built
 
-    @cached_property
+    # -- providers --------------------------------------------------------------------------------
+    def provider(self, build: "Build[P]") -> P:
+        """The file's provider that `build` makes from this context: built on first use, then
+        kept for the traversal (every rule of the file shares it)."""
+        got = self._providers.get(build)
+        if got is None:
+            got = self._providers[build] = self._build(build)
+        return got  # type: ignore[no-any-return]
+
+    def built(self, build: "Build[P]") -> Optional[P]:
+        """The provider `build` makes, when something asked for it already (else None: nothing is
+        built for the asking)."""
+        return self._providers.get(build)
+
+    def _build(self, build: "Build[P]") -> P:
+        return build(self)
+
+    @property
     def imports(self) -> ImportMap:
-        return ImportMap(self.module)
+        return self.provider(_imports)
 
-    @cached_property
+    @property
     def torch(self) -> TorchFacts:
-        return TorchFacts(self.module, self.imports, self.seeds)
+        return self.provider(_torch)
 
-    @cached_property
+    @property
+    def torch_if_built(self) -> Optional[TorchFacts]:
+        """`torch`, when a rule asked for it already (else None)."""
+        return self.built(_torch)
+
+    @property
     def values(self) -> ValueTracer:
-        return ValueTracer(self.torch)
+        return self.provider(_values)
 
-    @cached_property
+    @property
     def config_values(self) -> ValueTracer:
         """`values`, also through config files the code reads (`providers.configs`): a value
         from a config file carries the line that holds it (`Value.config`). Rules that report
         on config lines or read config toggles ask this one."""
-        from speedlint.analyzer.providers.configs import ConfigLookup
-
-        lookup = ConfigLookup(self.torch)
-        if not lookup.active:
-            return self.values
-        tracer = ValueTracer(self.torch, configs=lookup)
-        tracer._index = self.values.index  # the same bindings: index the module once
-        return tracer
+        return self.provider(_config_values)
 
     def config_problems(self) -> list:
         """(config path, message) for config files that could not be used (read errors, values
         of the wrong type), found while looking values up."""
-        tracer = self.__dict__.get("config_values")
+        tracer = self.built(_config_values)
         lookup = getattr(tracer, "configs", None)
         return list(lookup.problems) if lookup is not None else []
 
@@ -121,7 +148,7 @@ class FileContext:
         if not wanted:
             return
         if self._all_positions is None and self._position_passes < _POSITION_PASSES:
-            facts = self.__dict__.get("torch")
+            facts = self.torch_if_built
             found = None
             if facts is not None and self._statement_passes < _STATEMENT_PASSES:
                 self._statement_passes += 1
@@ -143,3 +170,25 @@ class FileContext:
 
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
+
+
+# -- the providers built here ---------------------------------------------------------------------
+def _imports(ctx: FileContext) -> ImportMap:
+    return ImportMap(ctx.module)
+
+
+def _torch(ctx: FileContext) -> TorchFacts:
+    return TorchFacts(ctx.module, ctx.imports, ctx.seeds)
+
+
+def _values(ctx: FileContext) -> ValueTracer:
+    return ValueTracer(ctx.torch)
+
+
+def _config_values(ctx: FileContext) -> ValueTracer:
+    lookup = ConfigLookup(ctx.torch)
+    if not lookup.active:
+        return ctx.values
+    tracer = ValueTracer(ctx.torch, configs=lookup)
+    tracer._index = ctx.values.index  # the same bindings: index the module once
+    return tracer

@@ -38,7 +38,8 @@ from speedlint.analyzer.findings import (  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.context import FileContext
-    from speedlint.analyzer.program import FileSeeds
+    from speedlint.analyzer.prelook import AstFacts
+    from speedlint.analyzer.program.link import FileSeeds
 
 
 Replacement = Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel]
@@ -132,6 +133,14 @@ class Rule(cst.BatchableCSTVisitor):
     seed_triggers: ClassVar[Tuple[str, ...]] = ()
     #: Off unless selected explicitly (by full code or name).
     default_enabled: ClassVar[bool] = True
+    #: The `ast` pre-look's test (`speedlint.analyzer.prelook.AstFacts`), declared by every rule as
+    #: `staticmethod(lambda facts: ...)`: True whenever the rule could fire on the file (it may
+    #: answer True too often, never too rarely); LibCST runs only for the rules whose test holds.
+    ast_precondition: ClassVar[Optional[Callable[["AstFacts"], bool]]] = None
+    #: The cost the rule reports is paid once per epoch (a loader built, the allocator's cache
+    #: emptied): a chain through code the whole program runs once per epoch explains its findings,
+    #: as a per-step chain explains the others'.
+    per_epoch: ClassVar[bool] = False
 
     def __init__(self, ctx: "FileContext") -> None:
         super().__init__()

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
+from speedlint.analyzer.vocabulary import GRAD_OFF_NAMES as _GRAD_OFF_NAMES
+
 
 def _is_word_char(c: str) -> bool:
     return c.isalnum() or c == "_"
@@ -316,8 +318,6 @@ def _gap(text: str, i: int, at: int) -> Optional[str]:
 
 
 # -- what a context manager's name says ------------------------------------------------------------
-#: `torch.no_grad` / `torch.inference_mode`, and helpers named after them.
-_GRAD_OFF_NAMES = ("no_grad", "inference_mode")
 
 
 def says_grad_off(name: str) -> bool:

@@ -26,10 +26,8 @@ from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Set
 
 from speedlint.analyzer.configs.sources import Layer, compose, load
 from speedlint.analyzer.configs.summary import WRAPPERS, looks_like_config
-
-#: `program.Hotness` and `program.FileSeeds` (not imported: the program imports this module)
-Hotness = Any
-FileSeeds = Any
+from speedlint.analyzer.program.hotness import Hotness
+from speedlint.analyzer.program.link import FileSeeds
 
 #: (source id, key path, overlay)
 Ref = Tuple[int, Tuple[Any, ...], bool]

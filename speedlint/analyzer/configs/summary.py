@@ -28,6 +28,8 @@ import ast
 import posixpath
 from typing import Any, Dict, List, Optional, Tuple
 
+from speedlint.analyzer.vocabulary import dotted_name
+
 #: Calls that read a config from a file object, a string or a path: qualified name -> format.
 _READERS = {
     "yaml.safe_load": "yaml", "yaml.load": "yaml", "yaml.full_load": "yaml", "yaml.unsafe_load": "yaml",
@@ -62,18 +64,6 @@ def walk(node: ast.AST) -> List[ast.AST]:
             elif isinstance(value, AST):
                 append(value)
     return out
-
-
-def dotted_name(node: ast.AST) -> Optional[str]:
-    """`a.b.c` for a name or an attribute chain, else None."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
 
 
 class _ConfigFacts:

@@ -18,6 +18,7 @@ import libcst as cst
 from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.walk import visit as fast_visit
+from speedlint.analyzer.vocabulary import DTYPES
 
 Scope = Optional[cst.CSTNode]  # FunctionDef, Lambda, a comprehension, or None (module)
 COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
@@ -146,12 +147,10 @@ _CACHE: "weakref.WeakKeyDictionary[FileContext, Flow]" = weakref.WeakKeyDictiona
 def flow(ctx: FileContext) -> "Flow":
     """The per-file `Flow` (computed once, shared by the SPD2xx rules of one traversal).
 
-    Kept on the context itself: a `Flow` refers to its context, so a `WeakKeyDictionary` entry
-    (`_CACHE`, no longer filled) would never die and would keep every analysed tree alive."""
-    found = ctx.__dict__.get("_speedlint_flow")
-    if found is None:
-        found = ctx.__dict__["_speedlint_flow"] = Flow(ctx)
-    return found
+    Kept by the context (`FileContext.provider`): a `Flow` refers to its context, so a
+    `WeakKeyDictionary` entry (`_CACHE`, no longer filled) would never die and would keep every
+    analysed tree alive."""
+    return ctx.provider(Flow)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -163,11 +162,6 @@ CPU = "cpu"
 DTYPE = "dtype"
 UNKNOWN = "unknown"
 
-DTYPES = {
-    "float", "float16", "float32", "float64", "half", "double", "bfloat16", "int", "int8", "int16",
-    "int32", "int64", "long", "short", "uint8", "bool", "complex64", "complex128", "cfloat", "cdouble",
-    "float8_e4m3fn", "float8_e5m2", "uint16", "uint32", "uint64",
-}
 _DEVICE_PREFIXES = ("cuda", "mps", "xpu", "xla", "hpu", "npu", "mtia", "privateuseone", "meta", "ipu", "lazy")
 _DEVICE_NAME = re.compile(r"(^|_)(device|dev|devices|gpu|cuda|accelerator|rank|local_rank|gpu_id|device_id)(_|$)|device$", re.I)
 _DTYPE_NAME = re.compile(r"dtype|(^|_)(precision|type)$", re.I)

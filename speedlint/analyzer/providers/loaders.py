@@ -30,69 +30,26 @@ the `FileContext` (`loader_facts(ctx)`).
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 import libcst as cst
 
 from speedlint.analyzer.context import FileContext
+from speedlint.analyzer.prelook import AstFacts
 from speedlint.analyzer.providers.configs import literal as _literal
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.values import NO_DEFAULT, KwArg, Value
 from speedlint.analyzer.providers.walk import visit as fast_visit
+from speedlint.analyzer.vocabulary import (  # noqa: F401 - DISTRIBUTED, LOADER_TRIGGERS re-exported for the rules
+    DATALOADER, DISTRIBUTED, DTYPES, LOADER_FAMILIES, LOADER_TAILS, LOADER_TRIGGERS, POSITIONS,
+)
 
-DATALOADER = "torch.utils.data.DataLoader"
 TENSOR_DATASET = "torch.utils.data.TensorDataset"
-#: Positional order of `DataLoader.__init__` (torch 1.13-2.x); the rest is keyword-only.
-POSITIONS = {
-    "dataset": 0,
-    "batch_size": 1,
-    "shuffle": 2,
-    "sampler": 3,
-    "batch_sampler": 4,
-    "num_workers": 5,
-    "collate_fn": 6,
-    "pin_memory": 7,
-    "drop_last": 8,
-}
-#: Loaders built on torch's `DataLoader` (their keywords reach it through `**kwargs`), with the
-#: positions of their own leading parameters. `dataset` names whatever they load from.
-_PYG_LIKE = {"dataset": 0, "batch_size": 1, "shuffle": 2}
-LOADER_FAMILIES: Dict[str, Dict[str, int]] = {
-    DATALOADER: POSITIONS,
-    "torch_geometric.loader.DataLoader": _PYG_LIKE,
-    "torch_geometric.loader.dataloader.DataLoader": _PYG_LIKE,
-    "torch_geometric.data.DataLoader": _PYG_LIKE,
-    "torch_geometric.loader.DataListLoader": _PYG_LIKE,
-    "torch_geometric.data.DataListLoader": _PYG_LIKE,
-    "torch_geometric.loader.DenseDataLoader": _PYG_LIKE,
-    "torch_geometric.data.DenseDataLoader": _PYG_LIKE,
-    "torch_geometric.loader.ClusterLoader": {"dataset": 0},
-    "torch_geometric.data.ClusterLoader": {"dataset": 0},
-    "torch_geometric.loader.GraphSAINTRandomWalkSampler": {"dataset": 0, "batch_size": 1},
-    "torch_geometric.data.GraphSAINTRandomWalkSampler": {"dataset": 0, "batch_size": 1},
-    "torch_geometric.loader.GraphSAINTNodeSampler": {"dataset": 0, "batch_size": 1},
-    "torch_geometric.data.GraphSAINTNodeSampler": {"dataset": 0, "batch_size": 1},
-    "torch_geometric.loader.GraphSAINTEdgeSampler": {"dataset": 0, "batch_size": 1},
-    "torch_geometric.data.GraphSAINTEdgeSampler": {"dataset": 0, "batch_size": 1},
-    "torch_geometric.loader.NeighborLoader": {"dataset": 0},
-    "torch_geometric.loader.LinkNeighborLoader": {"dataset": 0},
-    "monai.data.DataLoader": {"dataset": 0, "num_workers": 1},
-    "monai.data.dataloader.DataLoader": {"dataset": 0, "num_workers": 1},
-    "dgl.dataloading.GraphDataLoader": {"dataset": 0},
-    # webdataset's loader is torch's DataLoader (`WebLoader(*args, **kw)` passes them on)
-    "webdataset.WebLoader": POSITIONS,
-    "webdataset.compat.WebLoader": POSITIONS,
-}
 #: The worker count a fix writes into a config file (a literal: a config cannot ask for the CPU count).
 CONFIG_WORKERS = 4
 #: What torch's DataLoader uses for a keyword that is left out (`**kwargs` that may lack it).
 DEFAULTS: Dict[str, Any] = {"num_workers": 0, "pin_memory": False, "persistent_workers": False, "drop_last": False, "shuffle": False}
-#: What a module must mention for a loader of these families to be built in it (rule triggers).
-LOADER_TRIGGERS = ("Loader", "Sampler")
-#: The last parts of the loader classes' names (the `ast` pre-look).
-LOADER_TAILS = tuple(sorted({q.rsplit(".", 1)[-1] for q in LOADER_FAMILIES}))
 _ITER_WRAPPERS = ("enumerate", "iter", "tqdm", "trange", "zip", "islice", "chain", "cycle")
 
 Key = Tuple[Any, ...]
@@ -114,7 +71,7 @@ class LoaderKind:
     foreign: bool = False
 
 
-def may_build_loader(facts: Any) -> bool:
+def may_build_loader(facts: AstFacts) -> bool:
     """The `ast` pre-look of the loader rules: a loader class (or a `partial` of one) is called or
     subclassed in the file."""
     return facts.calls_any(*LOADER_TAILS) or facts.uses_any(*LOADER_TAILS)
@@ -122,12 +79,17 @@ def may_build_loader(facts: Any) -> bool:
 
 def loader_kind(ctx: FileContext, call: cst.Call) -> Optional[LoaderKind]:
     """The kind of loader `call` builds (None: not a data loader)."""
-    memo = ctx.__dict__.setdefault("_speedlint_loader_kinds", {})
+    memo = ctx.provider(_loader_kinds)
     key = id(call)
     got = memo.get(key)
     if got is None or got[0] is not call:
         got = memo[key] = (call, _loader_kind(ctx, call.func, 0))
     return got[1]
+
+
+def _loader_kinds(ctx: FileContext) -> Dict[int, Tuple[cst.Call, Optional[LoaderKind]]]:
+    """`loader_kind`'s answers so far: id of the call -> (the call, its kind)."""
+    return {}
 
 
 def _family(ctx: FileContext, func: cst.BaseExpression) -> Optional[str]:
@@ -868,11 +830,7 @@ def is_main_test(test: cst.BaseExpression) -> bool:
 
 
 def loader_facts(ctx: FileContext) -> LoaderFacts:
-    cached = ctx.__dict__.get("_speedlint_loader_facts")
-    if cached is None:
-        cached = LoaderFacts(ctx)
-        ctx.__dict__["_speedlint_loader_facts"] = cached
-    return cached
+    return ctx.provider(LoaderFacts)
 
 
 def workers_text(kw: KwArg) -> str:
@@ -920,10 +878,6 @@ def sync_loading(ctx: FileContext, call: cst.Call) -> Optional[KwArg]:
 
 # -- batches moved to the GPU ---------------------------------------------------------------------
 
-_DTYPES = {
-    "float", "float16", "half", "bfloat16", "float32", "float64", "double", "int", "int8", "int16",
-    "int32", "int64", "long", "uint8", "bool", "short", "complex64", "complex128", "cfloat",
-}
 
 
 def root_name(expr: cst.BaseExpression) -> Optional[str]:
@@ -989,7 +943,7 @@ def device_may_be_cuda(ctx: FileContext, device: cst.BaseExpression, depth: int 
     if depth > 4:
         return True
     q = ctx.qualname(device) or ""
-    if q.startswith("torch.") and q.rsplit(".", 1)[-1] in _DTYPES:
+    if q.startswith("torch.") and q.rsplit(".", 1)[-1] in DTYPES:
         return False
     if isinstance(device, cst.Call) and ctx.matches(device.func, "torch.device") and device.args:
         return device_may_be_cuda(ctx, device.args[0].value, depth + 1)
@@ -1140,11 +1094,6 @@ def _forward_of(ctx: FileContext, site: cst.Call) -> List[cst.FunctionDef]:
 # -- workers from the CPU count (SPD107) ----------------------------------------------------------
 
 CPU_COUNT = ("os.cpu_count", "multiprocessing.cpu_count", "psutil.cpu_count", "torch.multiprocessing.cpu_count")
-#: A training script that runs one process per GPU (DDP, torchrun, `mp.spawn`, accelerate).
-DISTRIBUTED = re.compile(
-    r"\b(DistributedDataParallel|init_process_group|DistributedSampler|LOCAL_RANK|local_rank|torchrun|"
-    r"torch\.distributed\.launch|mp\.spawn|multiprocessing\.spawn|Accelerator|deepspeed)\b"
-)
 
 
 def uncapped_cpu_count(ctx: FileContext, expr: Optional[cst.BaseExpression], depth: int = 0) -> Optional[cst.Call]:

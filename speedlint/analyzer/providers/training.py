@@ -30,19 +30,15 @@ import libcst as cst
 from speedlint.analyzer.providers.names import ImportMap, dotted
 from speedlint.analyzer.providers.walk import TreeIndex, index_of, preorder
 from speedlint.analyzer.textscan import says_grad_off
+from speedlint.analyzer.vocabulary import EVAL_NAME, INFERENCE_VERB, SCHEDULER_HINT  # noqa: F401 - INFERENCE_VERB re-exported
 
 if TYPE_CHECKING:  # pragma: no cover
-    from speedlint.analyzer.program import FileSeeds
+    from speedlint.analyzer.program.link import FileSeeds
 
 Loop = Union[cst.For, cst.While]
 Unit = Union[cst.For, cst.While, cst.FunctionDef]
 
-EVAL_NAME = re.compile(r"(^|_)(eval|evaluate|evaluation|valid|validate|validation|val|test|testing|predict|prediction|infer|inference)(_|$)|^(eval|valid|test|predict|infer)", re.I)
 GRAD_OFF = ("torch.no_grad", "torch.inference_mode")
-#: Inference entry points by name besides `EVAL_NAME` (decoding, generation): SPD601 looks at a
-#: `no_grad` decorator on one of these.
-INFERENCE_VERB = re.compile(r"^(recognize|decode|generate|greedy|beam_search|translate|transcribe|synthesize|sample)(_|$)")
-SCHEDULER_HINT = re.compile(r"sched|(^|_)lr(_|$)|warmup", re.I)
 
 
 @dataclass(eq=False)
@@ -380,7 +376,7 @@ class TorchFacts:
         params = self.seeds.project.get("params", {}).get(str(self._function_ordinal.get(fn, -1)))
         if not params:
             return None
-        from speedlint.analyzer.program import DEFAULT
+        from speedlint.analyzer.program.schema import DEFAULT
 
         if name not in params:
             return (True, [], True)  # no call site passes it: the default

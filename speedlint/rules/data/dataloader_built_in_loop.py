@@ -64,6 +64,7 @@ class DataLoaderBuiltInLoop(Rule):
     )
     fixes = (DISPLAY_ONLY,)
     triggers = LOADER_TRIGGERS
+    per_epoch = True
     ast_precondition = staticmethod(lambda facts: facts.may_have_training_step and may_build_loader(facts))
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from speedlint.analyzer.program import cache_fill_lines
+from speedlint.analyzer.program.summary import cache_fill_lines
 from speedlint.analyzer.providers.flow import flow
 from speedlint.analyzer.providers.hot import callers
 from speedlint.analyzer.providers.loaders import target_names

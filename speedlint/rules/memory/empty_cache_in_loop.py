@@ -98,6 +98,7 @@ class EmptyCacheInLoop(Rule):
     )
     fixes = (SAFE, DISPLAY_ONLY)
     triggers = ("empty_cache",)
+    per_epoch = True
     ast_precondition = staticmethod(
         lambda facts: facts.calls_any("empty_cache") and (facts.may_run_hot or facts.may_have_hook)
     )

@@ -9,7 +9,7 @@ import libcst as cst
 
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, LOW, MEDIUM, Fix, Impact, Rule
-from speedlint.analyzer.program import COUNTER_NAME
+from speedlint.analyzer.vocabulary import COUNTER_NAME
 from speedlint.analyzer.providers.flow import CPU, Flow, flow
 
 _SYNC_METHODS = ("item", "cpu", "tolist", "numpy")

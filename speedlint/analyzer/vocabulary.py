@@ -1,0 +1,133 @@
+"""The names speedlint knows training code by, in one place for both of its sides: the stdlib `ast`
+side (the program model's summaries, the pre-look) and the LibCST side (providers, rules). Each
+list is written once here, so that what one side recognises the other does too.
+
+* functions and names: evaluation and inference functions, schedulers, step counters, grad-off
+  context managers;
+* distributed launchers: what says a script runs one process per GPU;
+* dtypes: `torch.<name>` dtypes;
+* loader families: torch's `DataLoader` and the loaders built on it, with their parameters;
+* `dotted_name`: `a.b.c` of an `ast` name or attribute chain.
+
+Nothing here imports the rest of speedlint (nor LibCST).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Dict, Optional
+
+# -- functions and names --------------------------------------------------------------------------
+
+#: A function (or a loop's function) named for evaluation: eval/valid/test/predict/infer.
+EVAL_NAME = re.compile(
+    r"(^|_)(eval|evaluate|evaluation|valid|validate|validation|val|test|testing|predict|prediction|infer|inference)(_|$)|^(eval|valid|test|predict|infer)",
+    re.I,
+)
+#: Inference entry points by name besides `EVAL_NAME` (decoding, generation): SPD601 looks at a
+#: `no_grad` there even when no `.eval()` call is in sight.
+INFERENCE_VERB = re.compile(r"^(recognize|decode|generate|greedy|beam_search|translate|transcribe|synthesize|sample)(_|$)")
+#: A receiver named like a learning-rate scheduler: its `.step()` is not an optimizer step.
+SCHEDULER_HINT = re.compile(r"sched|(^|_)lr(_|$)|warmup", re.I)
+#: Names in an `if` test that say the branch runs now and then, not every time.
+#: A value that changes every step: a loop counter, a step count (`i`, `step`, `batch_idx`).
+COUNTER_NAME = re.compile(
+    r"(^|_)(step|steps|it|iter|iters|iteration|iterations|idx|index|i|j|n|batch_idx|batch_i|batch_num|"
+    r"batch_nb|batch_id|nb|count|counter|cnt|epoch|tick)$",
+    re.I,
+)
+
+#: The last parts of `torch.no_grad` / `torch.inference_mode` (helpers named after them end so too).
+GRAD_OFF_NAMES = ("no_grad", "inference_mode")
+
+# -- distributed launchers ------------------------------------------------------------------------
+
+#: A training script that runs one process per GPU (DDP, torchrun, `mp.spawn`, accelerate, DeepSpeed).
+DISTRIBUTED = re.compile(
+    r"\b(DistributedDataParallel|init_process_group|DistributedSampler|LOCAL_RANK|local_rank|torchrun|"
+    r"torch\.distributed\.launch|mp\.spawn|multiprocessing\.spawn|Accelerator|deepspeed)\b"
+)
+#: Substrings one of which every match of `DISTRIBUTED` holds (a `\b` pattern scans slowly: most
+#: files have none).
+DISTRIBUTED_HINTS = (
+    "Distributed", "init_process_group", "LOCAL_RANK", "local_rank", "torchrun", "distributed.launch", "spawn", "Accelerator",
+    "deepspeed",
+)
+
+# -- dtypes ---------------------------------------------------------------------------------------
+
+#: `torch.<name>` dtypes (a `.to()` with one of these casts, it does not move).
+DTYPES = frozenset({
+    "float", "float16", "float32", "float64", "half", "double", "bfloat16", "int", "int8", "int16",
+    "int32", "int64", "long", "short", "uint8", "bool", "complex64", "complex128", "cfloat", "cdouble",
+    "float8_e4m3fn", "float8_e5m2", "uint16", "uint32", "uint64",
+})
+
+# -- loader families ------------------------------------------------------------------------------
+
+DATALOADER = "torch.utils.data.DataLoader"
+#: Positional order of `DataLoader.__init__` (torch 1.13-2.x); the rest is keyword-only.
+POSITIONS = {
+    "dataset": 0,
+    "batch_size": 1,
+    "shuffle": 2,
+    "sampler": 3,
+    "batch_sampler": 4,
+    "num_workers": 5,
+    "collate_fn": 6,
+    "pin_memory": 7,
+    "drop_last": 8,
+}
+#: Loaders built on torch's `DataLoader` (their keywords reach it through `**kwargs`), with the
+#: positions of their own leading parameters. `dataset` names whatever they load from.
+_PYG_LIKE = {"dataset": 0, "batch_size": 1, "shuffle": 2}
+LOADER_FAMILIES: Dict[str, Dict[str, int]] = {
+    DATALOADER: POSITIONS,
+    "torch_geometric.loader.DataLoader": _PYG_LIKE,
+    "torch_geometric.loader.dataloader.DataLoader": _PYG_LIKE,
+    "torch_geometric.data.DataLoader": _PYG_LIKE,
+    "torch_geometric.loader.DataListLoader": _PYG_LIKE,
+    "torch_geometric.data.DataListLoader": _PYG_LIKE,
+    "torch_geometric.loader.DenseDataLoader": _PYG_LIKE,
+    "torch_geometric.data.DenseDataLoader": _PYG_LIKE,
+    "torch_geometric.loader.ClusterLoader": {"dataset": 0},
+    "torch_geometric.data.ClusterLoader": {"dataset": 0},
+    "torch_geometric.loader.GraphSAINTRandomWalkSampler": {"dataset": 0, "batch_size": 1},
+    "torch_geometric.data.GraphSAINTRandomWalkSampler": {"dataset": 0, "batch_size": 1},
+    "torch_geometric.loader.GraphSAINTNodeSampler": {"dataset": 0, "batch_size": 1},
+    "torch_geometric.data.GraphSAINTNodeSampler": {"dataset": 0, "batch_size": 1},
+    "torch_geometric.loader.GraphSAINTEdgeSampler": {"dataset": 0, "batch_size": 1},
+    "torch_geometric.data.GraphSAINTEdgeSampler": {"dataset": 0, "batch_size": 1},
+    "torch_geometric.loader.NeighborLoader": {"dataset": 0},
+    "torch_geometric.loader.LinkNeighborLoader": {"dataset": 0},
+    "monai.data.DataLoader": {"dataset": 0, "num_workers": 1},
+    "monai.data.dataloader.DataLoader": {"dataset": 0, "num_workers": 1},
+    "dgl.dataloading.GraphDataLoader": {"dataset": 0},
+    # webdataset's loader is torch's DataLoader (`WebLoader(*args, **kw)` passes them on)
+    "webdataset.WebLoader": POSITIONS,
+    "webdataset.compat.WebLoader": POSITIONS,
+}
+#: What a module must mention for a loader of these families to be built in it (rule triggers);
+#: also how the name of a project's own loader or sampler class ends.
+LOADER_TRIGGERS = ("Loader", "Sampler")
+#: The last parts of the loader classes' names (the `ast` pre-look).
+LOADER_TAILS = tuple(sorted({q.rsplit(".", 1)[-1] for q in LOADER_FAMILIES}))
+#: Loader classes by the last part of their name, for the program model (which sees names, not
+#: imports): the families above, and torch_geometric's `NeighborSampler` (a loader whose
+#: parameters are its own: no position of a `DataLoader` parameter is known).
+LOADER_NAMES = frozenset({*LOADER_TAILS, "NeighborSampler"})
+
+
+# -- names of `ast` nodes -------------------------------------------------------------------------
+
+def dotted_name(node: ast.AST) -> Optional[str]:
+    """`a.b.c` for a name or an attribute chain, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
