@@ -1,0 +1,291 @@
+"""`speedlint server`: the Language Server Protocol over stdio (pygls).
+
+Diagnostics on open, change (debounced) and save; code actions (each fix, the suppression, fix
+all); hover with the rule's documentation; `speedlint.applyFix` / `speedlint.applyAutofix`
+commands that send the edit to the client (`workspace/applyEdit`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from typing import Any, Dict, List, Optional
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+from speedlint import __version__
+from speedlint.analyzer.config import ConfigError
+from speedlint.analyzer.registry import SelectionError
+from speedlint.server import actions, notebooks
+from speedlint.server.convert import finding_diagnostic, lines_of, problem_diagnostic
+from speedlint.server.state import Document, Options, State, path_of
+
+FIX_ALL_KIND = "source.fixAll.speedlint"
+CMD_FIX = "speedlint.applyFix"
+CMD_FIX_ALL = "speedlint.applyAutofix"
+CMD_SUPPRESS = "speedlint.applySuppression"
+
+
+class SpeedlintServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__(
+            "speedlint",
+            __version__,
+            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+            notebook_document_sync=types.NotebookDocumentSyncOptions(
+                notebook_selector=[types.NotebookDocumentFilterWithCells(cells=[types.NotebookCellLanguage(language="python")], notebook="jupyter-notebook")],
+                save=True,
+            ),
+        )
+        self.state: Optional[State] = None
+        self.options = Options()
+        self.defaults = Options()  # the command line's
+        self._timers: Dict[str, asyncio.TimerHandle] = {}
+
+    # -- helpers -------------------------------------------------------------------------------
+    def log(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
+        self.window_log_message(types.LogMessageParams(type=kind, message=message))
+
+    def ensure_state(self) -> State:
+        if self.state is None:
+            try:
+                self.state = State(self.options)
+            except (ConfigError, SelectionError) as exc:
+                self.log(f"speedlint: {exc}; using the defaults", types.MessageType.Error)
+                self.state = State(Options(debounce=self.options.debounce, cache=self.options.cache))
+            for problem in self.state.problems:
+                self.log(f"speedlint: {problem}", types.MessageType.Warning)
+        return self.state
+
+    def schedule(self, doc: Document, delay: float) -> None:
+        """Analyse `doc`'s project after `delay` seconds of quiet (a new change restarts the wait)."""
+        old = self._timers.pop(doc.uri, None)
+        if old is not None:
+            old.cancel()
+        loop = asyncio.get_running_loop()
+        self._timers[doc.uri] = loop.call_later(delay, self._run, doc.uri)
+
+    def _run(self, uri: str) -> None:
+        self._timers.pop(uri, None)
+        state = self.ensure_state()
+        doc = state.documents.get(uri)
+        if doc is None:
+            return
+        self.refresh(doc)
+
+    def refresh(self, doc: Optional[Document]) -> None:
+        state = self.ensure_state()
+        try:
+            changed = state.refresh(doc)
+        except Exception as exc:  # never take the server down
+            self.log(f"speedlint: internal error while analysing: {exc!r}; please report this bug", types.MessageType.Error)
+            return
+        for d in changed:
+            self.publish(d)
+
+    def publish(self, doc: Document) -> None:
+        result = doc.result
+        if result is None:
+            return
+        for code, error in result.failed:
+            self.log(f"speedlint: rule {code} failed on {doc.path}: {error}; skipped for this file, please report this bug", types.MessageType.Error)
+        for d in result.diagnostics:
+            if d.kind == "internal-error":
+                self.log(f"speedlint: {d.path}: {d.message}", types.MessageType.Error)
+        codec = self.workspace.position_codec
+        if doc.is_notebook:
+            for uri, diagnostics in notebooks.cell_diagnostics(doc, result, codec, self.state.uri_of).items():  # type: ignore[union-attr]
+                self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics))
+            return
+        lines = lines_of(doc.text)
+        unsafe = bool(self.state and self.state.settings(doc).unsafe_fixes)
+        out = [finding_diagnostic(f, codec, lines, self.state.uri_of, unsafe) for f in result.findings]  # type: ignore[union-attr]
+        out += [problem_diagnostic(d, codec, lines) for d in result.diagnostics]
+        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=doc.uri, diagnostics=out, version=doc.version))
+
+    def clear(self, uris: List[str]) -> None:
+        for uri in uris:
+            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+
+server = SpeedlintServer()
+
+
+@server.feature(types.INITIALIZE)
+def initialize(ls: SpeedlintServer, params: types.InitializeParams) -> None:
+    ls.options = Options.from_json(params.initialization_options, ls.defaults)
+
+
+@server.feature(types.INITIALIZED)
+def initialized(ls: SpeedlintServer, params: types.InitializedParams) -> None:
+    ls.ensure_state()
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+def did_change_configuration(ls: SpeedlintServer, params: types.DidChangeConfigurationParams) -> None:
+    settings = params.settings
+    if isinstance(settings, dict) and settings:
+        ls.options = Options.from_json(settings, ls.defaults)
+        _reset(ls)
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+def did_change_watched_files(ls: SpeedlintServer, params: types.DidChangeWatchedFilesParams) -> None:
+    _reset(ls)
+
+
+def _reset(ls: SpeedlintServer) -> None:
+    """Settings or files changed on disk: a new state (settings, projects), every document again."""
+    old = ls.state
+    ls.state = None
+    state = ls.ensure_state()
+    if old is not None:
+        for doc in old.documents.values():
+            doc.result = doc.analysed = doc.seeds = None
+            state.documents[doc.uri] = doc
+    ls.refresh(None)
+
+
+# -- text documents ----------------------------------------------------------------------------
+@server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+async def did_open(ls: SpeedlintServer, params: types.DidOpenTextDocumentParams) -> None:
+    item = params.text_document
+    path = path_of(item.uri)
+    if path is None or path.suffix not in (".py", ".pyi"):
+        return
+    state = ls.ensure_state()
+    doc = state.documents[item.uri] = Document(item.uri, path.absolute(), item.text, item.version)
+    ls.schedule(doc, 0.0)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+async def did_change(ls: SpeedlintServer, params: types.DidChangeTextDocumentParams) -> None:
+    state = ls.ensure_state()
+    doc = state.documents.get(params.text_document.uri)
+    if doc is None:
+        return
+    doc.text = ls.workspace.get_text_document(doc.uri).source
+    doc.version = params.text_document.version
+    ls.schedule(doc, ls.options.debounce)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+async def did_save(ls: SpeedlintServer, params: types.DidSaveTextDocumentParams) -> None:
+    state = ls.ensure_state()
+    doc = state.documents.get(params.text_document.uri)
+    if doc is not None:
+        ls.schedule(doc, 0.0)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+async def did_close(ls: SpeedlintServer, params: types.DidCloseTextDocumentParams) -> None:
+    state = ls.ensure_state()
+    doc = state.documents.pop(params.text_document.uri, None)
+    timer = ls._timers.pop(params.text_document.uri, None)
+    if timer is not None:
+        timer.cancel()
+    ls.clear([params.text_document.uri])
+    if doc is not None:  # its file on disk counts again for the others
+        ls.refresh(next(iter(state.documents.values()), None) if state.documents else None)
+
+
+# -- notebooks ---------------------------------------------------------------------------------
+@server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+async def notebook_did_open(ls: SpeedlintServer, params: types.DidOpenNotebookDocumentParams) -> None:
+    path = path_of(params.notebook_document.uri)
+    if path is None:
+        return
+    state = ls.ensure_state()
+    doc = Document(params.notebook_document.uri, path.absolute(), "", params.notebook_document.version)
+    notebooks.sync(ls.workspace, doc)
+    state.documents[doc.uri] = doc
+    ls.schedule(doc, 0.0)
+
+
+@server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+async def notebook_did_change(ls: SpeedlintServer, params: types.DidChangeNotebookDocumentParams) -> None:
+    state = ls.ensure_state()
+    doc = state.documents.get(params.notebook_document.uri)
+    if doc is None:
+        return
+    gone = notebooks.sync(ls.workspace, doc)
+    doc.version = params.notebook_document.version
+    ls.clear(gone)
+    ls.schedule(doc, ls.options.debounce)
+
+
+@server.feature(types.NOTEBOOK_DOCUMENT_DID_SAVE)
+async def notebook_did_save(ls: SpeedlintServer, params: types.DidSaveNotebookDocumentParams) -> None:
+    state = ls.ensure_state()
+    doc = state.documents.get(params.notebook_document.uri)
+    if doc is not None:
+        ls.schedule(doc, 0.0)
+
+
+@server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+async def notebook_did_close(ls: SpeedlintServer, params: types.DidCloseNotebookDocumentParams) -> None:
+    state = ls.ensure_state()
+    doc = state.documents.pop(params.notebook_document.uri, None)
+    if doc is not None:
+        ls.clear(doc.cells)
+
+
+# -- code actions, commands, hover -------------------------------------------------------------
+@server.feature(
+    types.TEXT_DOCUMENT_CODE_ACTION,
+    types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.SourceFixAll, FIX_ALL_KIND], resolve_provider=False),
+)
+def code_action(ls: SpeedlintServer, params: types.CodeActionParams) -> Optional[List[types.CodeAction]]:
+    state = ls.ensure_state()
+    uri = params.text_document.uri
+    doc = state.documents.get(uri)
+    if doc is None:
+        cell = notebooks.owner(state, uri)
+        return actions.cell_actions(state, cell, uri, params, ls.workspace.position_codec) if cell is not None else None
+    return actions.code_actions(state, doc, params, ls.workspace.position_codec, FIX_ALL_KIND, CMD_FIX_ALL)
+
+
+@server.feature(types.WORKSPACE_EXECUTE_COMMAND, types.ExecuteCommandOptions(commands=[CMD_FIX, CMD_FIX_ALL, CMD_SUPPRESS]))
+async def execute_command(ls: SpeedlintServer, params: types.ExecuteCommandParams) -> Any:
+    state = ls.ensure_state()
+    args = list(params.arguments or [])
+    uri = args[0] if args and isinstance(args[0], str) else (args[0].get("uri") if args and isinstance(args[0], dict) else None)
+    doc = state.documents.get(uri) if uri else None
+    if doc is None:
+        ls.log(f"speedlint: {params.command}: no open document {uri!r}", types.MessageType.Warning)
+        return None
+    codec = ls.workspace.position_codec
+    if params.command == CMD_FIX_ALL:
+        edit = actions.fix_all_edit(state, doc, codec)
+    elif params.command == CMD_FIX and len(args) >= 4:
+        edit = actions.fix_edit(state, doc, str(args[1]), int(args[2]), int(args[3]), codec)
+    elif params.command == CMD_SUPPRESS and len(args) >= 3:
+        edit = actions.suppress_edit(doc, str(args[1]), (int(args[2]),), codec)
+    else:
+        ls.log(f"speedlint: unknown command or arguments: {params.command} {args!r}", types.MessageType.Warning)
+        return None
+    if edit is None:
+        return None
+    result = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=params.command))
+    return {"applied": bool(result.applied)}
+
+
+@server.feature(types.TEXT_DOCUMENT_HOVER)
+def hover(ls: SpeedlintServer, params: types.HoverParams) -> Optional[types.Hover]:
+    state = ls.ensure_state()
+    doc = state.documents.get(params.text_document.uri)
+    if doc is None or doc.is_notebook:
+        return None
+    return actions.hover(state, doc, params.position, ls.workspace.position_codec)
+
+
+def start(debounce: Optional[float] = None, use_cache: bool = True) -> None:
+    """Serve on stdin/stdout until the client says exit. Nothing else may write to stdout: it is
+    the protocol's channel (stray prints go to stderr)."""
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr
+    server.defaults = server.options = Options(debounce=debounce if debounce is not None else Options().debounce, cache=use_cache)
+    server.start_io(stdin, stdout)

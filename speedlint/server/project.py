@@ -1,0 +1,194 @@
+"""The project around an open file, as the server sees it: its files, their whole-program
+summaries and the link, with the editor's unsaved buffers in place of the files on disk.
+
+A project is the folder holding `pyproject.toml`, `setup.cfg` or `.git` above a file (else the
+file's folder). Its files are discovered like `speedlint check <root>` discovers them (excludes,
+`.gitignore`); each file's summary comes from the cache by content hash when it can (the
+`SummaryStore` that `check` fills), else it is computed (`engine.summarize_and_prelook`); an open
+document's summary comes from its buffer. The link (`program.link`) gives each file's seeds, as
+in the program phase of `check`: editing `losses/focal.py` changes what `train.py` is told.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from speedlint.analyzer.cache import ResultCache, content_hash
+from speedlint.analyzer.engine import summarize_and_prelook
+from speedlint.analyzer.notebook import Notebook, checked_text, locate_chains
+from speedlint.analyzer.parallel import read_bytes
+from speedlint.analyzer.program import FileSeeds, link
+from speedlint.analyzer.runner import SettingsResolver, collect_config_files, collect_files, display_path
+from speedlint.analyzer.sources import SourceError
+
+#: Files that mark the root of a project.
+ROOT_MARKERS = ("pyproject.toml", "setup.cfg", ".git")
+_PROGRAM_SUFFIXES = (".py", ".ipynb")
+
+
+def project_root(path: Path) -> Path:
+    """The closest folder above `path` holding a root marker, else the file's folder."""
+    folder = path.parent
+    for candidate in (folder, *folder.parents):
+        if any((candidate / marker).exists() for marker in ROOT_MARKERS):
+            return candidate
+    return folder
+
+
+@dataclass
+class _Summary:
+    """A file's summary and what it was computed from (a content hash, or a buffer's version)."""
+
+    key: str
+    summary: Optional[Dict[str, Any]]
+    cells: Optional[List[List[int]]] = None  # a notebook's line table
+
+
+def summarize_text(text: str, notebook: Optional[Notebook]) -> Optional[Dict[str, Any]]:
+    """The whole-program summary of a file's analysed text (None when `ast` cannot parse it)."""
+    try:
+        summary, _ = summarize_and_prelook(text, ())
+    except Exception:  # a bug here must not take the project down: the file is left out of the link
+        return None
+    if summary is not None and notebook is not None:
+        summary["cells"] = notebook.line_table()
+    return summary
+
+
+@dataclass
+class Project:
+    """One project root: its files, summaries (by absolute path) and the latest seeds."""
+
+    root: Path
+    resolver: SettingsResolver
+    files: List[Path] = field(default_factory=list)  # absolute paths
+    config_files: List[str] = field(default_factory=list)
+    summaries: Dict[str, _Summary] = field(default_factory=dict)
+    seeds: Dict[str, FileSeeds] = field(default_factory=dict)  # display path -> seeds
+    cache: Optional[ResultCache] = None
+
+    def discover(self) -> None:
+        """(Re)discover the project's files and training config files."""
+        found = collect_files([str(self.root)], self.resolver)
+        self.files = [p.absolute() for p in found.files if p.suffix in _PROGRAM_SUFFIXES]
+        self.config_files = collect_config_files([str(self.root)], self.resolver)
+        known = {str(p) for p in self.files}
+        for path in list(self.summaries):
+            if path not in known:
+                del self.summaries[path]
+
+    def relink(self, buffers: Dict[str, Tuple[str, str]]) -> Dict[str, FileSeeds]:
+        """Summaries (buffers first: absolute path -> (version key, analysed text)) and the link;
+        returns the seeds by display path, and keeps them."""
+        paths = [str(p) for p in self.files]
+        for extra in buffers:  # an open file the discovery did not list (new, or excluded)
+            if extra not in self.summaries and extra not in paths and _inside(extra, self.root):
+                paths.append(extra)
+        items: List[Tuple[str, str, Dict[str, Any]]] = []
+        tables: Dict[str, List[List[int]]] = {}
+        for path in paths:
+            entry = self._summary(path, buffers.get(path))
+            if entry is None or entry.summary is None:
+                continue
+            shown = display_path(Path(path))
+            items.append((path, shown, entry.summary))
+            if entry.cells is not None:
+                tables[shown] = entry.cells
+        seeds = link(items, self.config_files)
+        if self.cache is not None:
+            try:
+                self.cache.summaries.save()  # what this link computed, for `check` and the next start
+            except OSError:
+                pass
+        locate_chains(seeds, tables)
+        self.seeds = seeds
+        return seeds
+
+    def _summary(self, path: str, buffer: Optional[Tuple[str, str]]) -> Optional[_Summary]:
+        if buffer is not None:
+            key, text = buffer
+            key = f"buffer:{key}"
+            known = self.summaries.get(path)
+            if known is not None and known.key == key:
+                return known
+            notebook = _notebook_of(path, text)
+            analysed = notebook.text if notebook is not None else text
+            entry = _Summary(key, summarize_text(analysed, notebook), notebook.line_table() if notebook is not None else None)
+            self.summaries[path] = entry
+            return entry
+        try:
+            data = read_bytes(path)
+        except (OSError, SourceError):
+            self.summaries.pop(path, None)
+            return None
+        digest = content_hash(data)
+        known = self.summaries.get(path)
+        if known is not None and known.key == digest:
+            return known
+        summary = self.cache.summaries.get(digest) if self.cache is not None else None
+        cells = None
+        if summary is None or path.endswith(".ipynb"):
+            try:
+                text, notebook = checked_text(data, path)
+            except SourceError:
+                self.summaries[path] = _Summary(digest, None)
+                return self.summaries[path]
+            if summary is None:
+                summary = summarize_text(text, notebook)
+                if summary is not None and self.cache is not None:
+                    self.cache.summaries.put(digest, summary)
+            cells = notebook.line_table() if notebook is not None else None
+        entry = self.summaries[path] = _Summary(digest, summary, cells)
+        return entry
+
+
+def _inside(path: str, root: Path) -> bool:
+    try:
+        Path(path).relative_to(root)
+    except ValueError:
+        return False
+    return True
+
+
+def _notebook_of(path: str, text: str) -> Optional[Notebook]:
+    if not path.endswith(".ipynb"):
+        return None
+    try:
+        return Notebook.parse(text.encode("utf-8"))
+    except SourceError:
+        return None
+
+
+class Projects:
+    """The projects of the open files, each found once by its root."""
+
+    def __init__(self, resolver: SettingsResolver, use_cache: bool = True) -> None:
+        self.resolver = resolver
+        self.use_cache = use_cache
+        self.by_root: Dict[Path, Project] = {}
+
+    def of(self, path: Path) -> Project:
+        root = project_root(path)
+        project = self.by_root.get(root)
+        if project is None:
+            cache = ResultCache(root) if self.use_cache else None
+            project = self.by_root[root] = Project(root, self.resolver, cache=cache)
+            project.discover()
+        return project
+
+    def all(self) -> Sequence[Project]:
+        return list(self.by_root.values())
+
+
+def same_seeds(a: Optional[FileSeeds], b: Optional[FileSeeds]) -> bool:
+    """Whether a file's findings can differ between two links (by the seeds' digest)."""
+    if a is None or b is None:
+        return a is b
+    return a.digest() == b.digest()
+
+
+def absolute(path: str) -> str:
+    return os.path.abspath(path)
