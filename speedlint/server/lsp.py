@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from lsprotocol import types
@@ -42,6 +44,7 @@ class SpeedlintServer(LanguageServer):
         self.state: Optional[State] = None
         self.options = Options()
         self.defaults = Options()  # the command line's
+        self.workspaces: List[Path] = []  # the client's workspace folders
         self._timers: Dict[str, asyncio.TimerHandle] = {}
 
     # -- helpers -------------------------------------------------------------------------------
@@ -51,10 +54,10 @@ class SpeedlintServer(LanguageServer):
     def ensure_state(self) -> State:
         if self.state is None:
             try:
-                self.state = State(self.options)
+                self.state = State(self.options, self.workspaces)
             except (ConfigError, SelectionError) as exc:
                 self.log(f"speedlint: {exc}; using the defaults", types.MessageType.Error)
-                self.state = State(Options(debounce=self.options.debounce, cache=self.options.cache))
+                self.state = State(Options(debounce=self.options.debounce, cache=self.options.cache), self.workspaces)
             for problem in self.state.problems:
                 self.log(f"speedlint: {problem}", types.MessageType.Warning)
         return self.state
@@ -116,6 +119,10 @@ server = SpeedlintServer()
 @server.feature(types.INITIALIZE)
 def initialize(ls: SpeedlintServer, params: types.InitializeParams) -> None:
     ls.options = Options.from_json(params.initialization_options, ls.defaults)
+    folders = [f.uri for f in params.workspace_folders or []] or ([params.root_uri] if params.root_uri else [])
+    ls.workspaces = [p.absolute() for p in map(path_of, folders) if p is not None]
+    if ls.workspaces and ls.workspaces[0].is_dir():  # paths in messages read as `check` run there shows them
+        os.chdir(ls.workspaces[0])
 
 
 @server.feature(types.INITIALIZED)
@@ -247,29 +254,47 @@ def code_action(ls: SpeedlintServer, params: types.CodeActionParams) -> Optional
     return actions.code_actions(state, doc, params, ls.workspace.position_codec, FIX_ALL_KIND, CMD_FIX_ALL)
 
 
-@server.feature(types.WORKSPACE_EXECUTE_COMMAND, types.ExecuteCommandOptions(commands=[CMD_FIX, CMD_FIX_ALL, CMD_SUPPRESS]))
-async def execute_command(ls: SpeedlintServer, params: types.ExecuteCommandParams) -> Any:
+async def _send_edit(ls: SpeedlintServer, command: str, args: List[Any]) -> Any:
+    """Work out the command's edit on the open document `args[0]` and send it to the client."""
     state = ls.ensure_state()
-    args = list(params.arguments or [])
-    uri = args[0] if args and isinstance(args[0], str) else (args[0].get("uri") if args and isinstance(args[0], dict) else None)
+    uri = args[0] if args and isinstance(args[0], str) else None
     doc = state.documents.get(uri) if uri else None
     if doc is None:
-        ls.log(f"speedlint: {params.command}: no open document {uri!r}", types.MessageType.Warning)
+        ls.log(f"speedlint: {command}: no open document {uri!r}", types.MessageType.Warning)
         return None
     codec = ls.workspace.position_codec
-    if params.command == CMD_FIX_ALL:
-        edit = actions.fix_all_edit(state, doc, codec)
-    elif params.command == CMD_FIX and len(args) >= 4:
-        edit = actions.fix_edit(state, doc, str(args[1]), int(args[2]), int(args[3]), codec)
-    elif params.command == CMD_SUPPRESS and len(args) >= 3:
-        edit = actions.suppress_edit(doc, str(args[1]), (int(args[2]),), codec)
-    else:
-        ls.log(f"speedlint: unknown command or arguments: {params.command} {args!r}", types.MessageType.Warning)
+    try:
+        if command == CMD_FIX_ALL:
+            edit = actions.fix_all_edit(state, doc, codec)
+        elif command == CMD_FIX:
+            edit = actions.fix_edit(state, doc, str(args[1]), int(args[2]), int(args[3]), codec)
+        else:
+            edit = actions.suppress_edit(doc, str(args[1]), (int(args[2]),), codec)
+    except (IndexError, TypeError, ValueError):
+        ls.log(f"speedlint: {command}: bad arguments {args!r}", types.MessageType.Warning)
         return None
     if edit is None:
         return None
-    result = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=params.command))
+    result = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=command))
     return {"applied": bool(result.applied)}
+
+
+@server.command(CMD_FIX_ALL)
+async def apply_fix_all(ls: SpeedlintServer, *args: Any) -> Any:
+    """Arguments: the document's URI."""
+    return await _send_edit(ls, CMD_FIX_ALL, list(args))
+
+
+@server.command(CMD_FIX)
+async def apply_fix(ls: SpeedlintServer, *args: Any) -> Any:
+    """Arguments: the document's URI, the rule code, the finding's line and column (1-based)."""
+    return await _send_edit(ls, CMD_FIX, list(args))
+
+
+@server.command(CMD_SUPPRESS)
+async def apply_suppression(ls: SpeedlintServer, *args: Any) -> Any:
+    """Arguments: the document's URI, the rule code, the line (1-based)."""
+    return await _send_edit(ls, CMD_SUPPRESS, list(args))
 
 
 @server.feature(types.TEXT_DOCUMENT_HOVER)

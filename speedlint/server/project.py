@@ -29,13 +29,15 @@ ROOT_MARKERS = ("pyproject.toml", "setup.cfg", ".git")
 _PROGRAM_SUFFIXES = (".py", ".ipynb")
 
 
-def project_root(path: Path) -> Path:
-    """The closest folder above `path` holding a root marker, else the file's folder."""
+def project_root(path: Path, workspaces: Sequence[Path] = ()) -> Path:
+    """The closest folder above `path` holding a root marker; else the innermost workspace
+    folder holding `path`; else the file's folder."""
     folder = path.parent
     for candidate in (folder, *folder.parents):
         if any((candidate / marker).exists() for marker in ROOT_MARKERS):
             return candidate
-    return folder
+    holding = [w for w in workspaces if _inside(str(path), w)]
+    return max(holding, key=lambda w: len(w.parts)) if holding else folder
 
 
 @dataclass
@@ -165,13 +167,17 @@ def _notebook_of(path: str, text: str) -> Optional[Notebook]:
 class Projects:
     """The projects of the open files, each found once by its root."""
 
-    def __init__(self, resolver: SettingsResolver, use_cache: bool = True) -> None:
+    def __init__(self, resolver: SettingsResolver, use_cache: bool = True, workspaces: Sequence[Path] = ()) -> None:
         self.resolver = resolver
         self.use_cache = use_cache
+        self.workspaces = list(workspaces)
         self.by_root: Dict[Path, Project] = {}
+        self._roots: Dict[Path, Path] = {}  # a file's folder -> its project root
 
     def of(self, path: Path) -> Project:
-        root = project_root(path)
+        root = self._roots.get(path.parent)
+        if root is None:
+            root = self._roots[path.parent] = project_root(path, self.workspaces)
         project = self.by_root.get(root)
         if project is None:
             cache = ResultCache(root) if self.use_cache else None

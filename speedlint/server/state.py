@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 from urllib.parse import unquote, urlparse
 
 from speedlint.analyzer.baseline import BaselineError, Entry, apply_baseline, load_baseline
@@ -113,9 +113,9 @@ class Document:
 
 
 class State:
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: Options, workspaces: Sequence[Path] = ()) -> None:
         self.options = options
-        self.projects = Projects(options.resolver(), use_cache=options.cache)
+        self.projects = Projects(options.resolver(), use_cache=options.cache, workspaces=workspaces)
         self.documents: Dict[str, Document] = {}
         self._baseline: Optional[Tuple[List[Entry], Path]] = None
         self.problems: List[str] = []  # messages for the client's log (a bad baseline ...)
@@ -146,6 +146,8 @@ class State:
                     continue
                 new = seeds.get(display_path(doc.path))
                 if doc.analysed == doc.key and same_seeds(doc.seeds, new):
+                    if doc is changed:
+                        out.append(doc)  # a new version with the same text: published again
                     continue
                 doc.seeds = new
                 self.analyse(doc)
