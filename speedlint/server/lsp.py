@@ -81,12 +81,9 @@ class SpeedlintServer(LanguageServer):
     def refresh(self, doc: Optional[Document]) -> None:
         state = self.ensure_state()
         try:
-            changed = state.refresh(doc)
+            state.refresh(doc, self.publish)
         except Exception as exc:  # never take the server down
             self.log(f"speedlint: internal error while analysing: {exc!r}; please report this bug", types.MessageType.Error)
-            return
-        for d in changed:
-            self.publish(d)
 
     def publish(self, doc: Document) -> None:
         result = doc.result

@@ -47,6 +47,7 @@ class _Summary:
     key: str
     summary: Optional[Dict[str, Any]]
     cells: Optional[List[List[int]]] = None  # a notebook's line table
+    stamp: str = ""  # a file on disk: its modification time and size when it was read
 
 
 def summarize_text(text: str, notebook: Optional[Notebook]) -> Optional[Dict[str, Any]]:
@@ -71,6 +72,10 @@ class Project:
     summaries: Dict[str, _Summary] = field(default_factory=dict)
     seeds: Dict[str, FileSeeds] = field(default_factory=dict)  # display path -> seeds
     cache: Optional[ResultCache] = None
+    _linked: List[Tuple[str, int]] = field(default_factory=list)  # the summaries of the last link
+    _linked_summaries: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    _items: List[Tuple[str, str, Dict[str, Any]]] = field(default_factory=list)  # what `update` gathered
+    _tables: Dict[str, List[List[int]]] = field(default_factory=dict)
 
     def discover(self) -> None:
         """(Re)discover the project's files and training config files."""
@@ -82,12 +87,13 @@ class Project:
             if path not in known:
                 del self.summaries[path]
 
-    def relink(self, buffers: Dict[str, Tuple[str, str]]) -> Dict[str, FileSeeds]:
-        """Summaries (buffers first: absolute path -> (version key, analysed text)) and the link;
-        returns the seeds by display path, and keeps them."""
+    def update(self, buffers: Dict[str, Tuple[str, str]]) -> bool:
+        """Bring the summaries up to date (buffers first: absolute path -> (key of the text, the
+        text)); returns whether the program must be linked again (some summary changed)."""
         paths = [str(p) for p in self.files]
+        listed = set(paths)
         for extra in buffers:  # an open file the discovery did not list (new, or excluded)
-            if extra not in self.summaries and extra not in paths and _inside(extra, self.root):
+            if extra not in listed and _inside(extra, self.root):
                 paths.append(extra)
         items: List[Tuple[str, str, Dict[str, Any]]] = []
         tables: Dict[str, List[List[int]]] = {}
@@ -99,13 +105,33 @@ class Project:
             items.append((path, shown, entry.summary))
             if entry.cells is not None:
                 tables[shown] = entry.cells
-        seeds = link(items, self.config_files)
+        self._items, self._tables = items, tables
+        return [(path, id(summary)) for path, _, summary in items] != self._linked
+
+    def same_shape(self, path: str) -> bool:
+        """Whether the file's summary lists the same functions and classes as at the last link:
+        its seeds (by function ordinal) still name the same functions."""
+        now = next((summary for p, _, summary in self._items if p == path), None)
+        then = self._linked_summaries.get(path)
+        if now is None or then is None:
+            return False
+        return [f["q"] for f in now["functions"]] == [f["q"] for f in then["functions"]] and list(now["classes"]) == list(then["classes"])
+
+    def relink(self) -> Dict[str, FileSeeds]:
+        """Link the summaries `update` gathered (`program.link`); returns the seeds by display
+        path, and keeps them."""
+        signature = [(path, id(summary)) for path, _, summary in self._items]
+        if signature == self._linked:  # no summary changed (an edit inside an expression, a comment ...)
+            return self.seeds
+        seeds = link(self._items, self.config_files)
+        locate_chains(seeds, self._tables)
+        self._linked = signature
+        self._linked_summaries = {path: summary for path, _, summary in self._items}
         if self.cache is not None:
             try:
                 self.cache.summaries.save()  # what this link computed, for `check` and the next start
             except OSError:
                 pass
-        locate_chains(seeds, tables)
         self.seeds = seeds
         return seeds
 
@@ -118,17 +144,25 @@ class Project:
                 return known
             notebook = _notebook_of(path, text)
             analysed = notebook.text if notebook is not None else text
-            entry = _Summary(key, summarize_text(analysed, notebook), notebook.line_table() if notebook is not None else None)
+            summary = summarize_text(analysed, notebook)
+            if known is not None and summary is not None and summary == known.summary:
+                summary = known.summary  # the same object: the link need not run again
+            entry = _Summary(key, summary, notebook.line_table() if notebook is not None else None)
             self.summaries[path] = entry
             return entry
+        known = self.summaries.get(path)
         try:
+            st = os.stat(path)
+            stamp = f"{st.st_mtime_ns}:{st.st_size}"
+            if known is not None and known.stamp == stamp:
+                return known  # unchanged on disk since it was read
             data = read_bytes(path)
         except (OSError, SourceError):
             self.summaries.pop(path, None)
             return None
         digest = content_hash(data)
-        known = self.summaries.get(path)
         if known is not None and known.key == digest:
+            known.stamp = stamp
             return known
         summary = self.cache.summaries.get(digest) if self.cache is not None else None
         cells = None
@@ -136,14 +170,14 @@ class Project:
             try:
                 text, notebook = checked_text(data, path)
             except SourceError:
-                self.summaries[path] = _Summary(digest, None)
+                self.summaries[path] = _Summary(digest, None, None, stamp)
                 return self.summaries[path]
             if summary is None:
                 summary = summarize_text(text, notebook)
                 if summary is not None and self.cache is not None:
                     self.cache.summaries.put(digest, summary)
             cells = notebook.line_table() if notebook is not None else None
-        entry = self.summaries[path] = _Summary(digest, summary, cells)
+        entry = self.summaries[path] = _Summary(digest, summary, cells, stamp)
         return entry
 
 
@@ -195,6 +229,3 @@ def same_seeds(a: Optional[FileSeeds], b: Optional[FileSeeds]) -> bool:
         return a is b
     return a.digest() == b.digest()
 
-
-def absolute(path: str) -> str:
-    return os.path.abspath(path)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from urllib.parse import unquote, urlparse
 
 from speedlint.analyzer.baseline import BaselineError, Entry, apply_baseline, load_baseline
@@ -134,25 +134,34 @@ class State:
     def buffers(self, project: Project) -> Dict[str, Tuple[str, str]]:
         return {str(d.path): (d.key, d.text) for d in self.documents.values() if self.projects.of(d.path) is project}
 
-    def refresh(self, changed: Optional[Document]) -> List[Document]:
-        """Link `changed`'s project again with every open buffer, and analyse the open documents
-        whose text or seeds changed; returns them (to publish)."""
+    def refresh(self, changed: Optional[Document], publish: Callable[[Document], None]) -> None:
+        """Bring the open documents up to date after `changed` changed (None: everything may
+        have): update the summaries of its project, link it again when a summary changed, and
+        analyse (and `publish`) the documents whose text or seeds changed.
+
+        While the program is linked again, `changed` is published first with the seeds of the
+        last link when its functions are the same ones (the common case: its seeds rarely
+        change); if the link gives it other seeds, it is analysed and published again."""
         projects = [self.project(changed)] if changed is not None else self.projects.all()
-        out: List[Document] = []
         for project in projects:
-            seeds = project.relink(self.buffers(project))
-            for doc in self.documents.values():
+            published = set()
+            must_link = project.update(self.buffers(project))
+            if must_link and changed is not None and changed.result is not None and project.same_shape(str(changed.path)):
+                self.analyse(changed)
+                publish(changed)
+                published.add(changed.uri)
+            seeds = project.relink() if must_link else project.seeds
+            for doc in list(self.documents.values()):
                 if self.projects.of(doc.path) is not project:
                     continue
                 new = seeds.get(display_path(doc.path))
                 if doc.analysed == doc.key and same_seeds(doc.seeds, new):
-                    if doc is changed:
-                        out.append(doc)  # a new version with the same text: published again
+                    if doc is changed and doc.uri not in published:
+                        publish(doc)  # a new version with the same text: published again
                     continue
                 doc.seeds = new
                 self.analyse(doc)
-                out.append(doc)
-        return out
+                publish(doc)
 
     def analyse(self, doc: Document) -> DocumentResult:
         shown = display_path(doc.path)
