@@ -133,6 +133,37 @@ def test_edit_in_one_module_changes_another(client: LspClient, project: Path, op
     assert [d["code"] for d in client.diagnostics(focal, mark)] == ["SPD201"]
 
 
+def test_closing_a_buffer_brings_back_the_file_on_disk(client: LspClient, project: Path, opened: Dict[str, str]) -> None:
+    train, focal = opened["train.py"], opened["losses/focal.py"]
+    text = (project / "train.py").read_text(encoding="utf-8")
+    mark = client.mark()
+    edit(client, train, text.replace("loss = focal_loss(model(x), y)", "loss = model(x).sum()"))
+    assert not [d for d in client.diagnostics(focal, mark) if d["code"] == "SPD201"]
+    mark = client.mark()
+    client.close(train)  # unsaved changes dropped: train.py on disk calls the loss again
+    assert client.diagnostics(train, mark) == []
+    assert [d["code"] for d in client.diagnostics(focal, mark)] == ["SPD201"]
+    mark = client.mark()
+    _versions[train] = 1
+    client.open(project / "train.py")
+    assert "SPD202" in {d["code"] for d in client.diagnostics(train, mark)}
+
+
+def test_config_file_changes_are_picked_up(client: LspClient, project: Path, opened: Dict[str, str]) -> None:
+    train = opened["train.py"]
+    config = project / "speedlint.toml"
+    config.write_text('ignore = ["SPD202"]\n', encoding="utf-8")
+    try:
+        mark = client.mark()
+        client.notify("workspace/didChangeWatchedFiles", {"changes": [{"uri": config.as_uri(), "type": 1}]})
+        assert "SPD202" not in {d["code"] for d in client.diagnostics(train, mark)}
+    finally:
+        config.unlink()
+    mark = client.mark()
+    client.notify("workspace/didChangeWatchedFiles", {"changes": [{"uri": config.as_uri(), "type": 3}]})
+    assert "SPD202" in {d["code"] for d in client.diagnostics(train, mark)}
+
+
 def test_unsaved_buffer_is_analysed(client: LspClient, project: Path, opened: Dict[str, str]) -> None:
     uri = opened["evaluate.py"]
     text = (project / "evaluate.py").read_text(encoding="utf-8")

@@ -122,9 +122,23 @@ def initialize(ls: SpeedlintServer, params: types.InitializeParams) -> None:
         os.chdir(ls.workspaces[0])
 
 
+#: Files whose creation, change or deletion the server wants to hear of (when the client lets it
+#: register watchers): code for the program model, config files for the settings.
+WATCHED = ("**/*.py", "**/*.ipynb", "**/pyproject.toml", "**/speedlint.toml", "**/.speedlint.toml", "**/setup.cfg", "**/requirements*.txt")
+CONFIG_NAMES = ("pyproject.toml", "speedlint.toml", ".speedlint.toml", "setup.cfg")
+
+
 @server.feature(types.INITIALIZED)
-def initialized(ls: SpeedlintServer, params: types.InitializedParams) -> None:
+async def initialized(ls: SpeedlintServer, params: types.InitializedParams) -> None:
     ls.ensure_state()
+    watch = ls.client_capabilities.workspace and ls.client_capabilities.workspace.did_change_watched_files
+    if watch and watch.dynamic_registration:
+        options = types.DidChangeWatchedFilesRegistrationOptions(watchers=[types.FileSystemWatcher(glob_pattern=g) for g in WATCHED])
+        registration = types.Registration(id="speedlint-watched-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES, register_options=options)
+        try:
+            await ls.client_register_capability_async(types.RegistrationParams(registrations=[registration]))
+        except Exception as exc:  # the client said no: saves still refresh
+            ls.log(f"speedlint: cannot watch files ({exc}); files changed outside the editor are seen on the next edit", types.MessageType.Info)
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -137,7 +151,17 @@ def did_change_configuration(ls: SpeedlintServer, params: types.DidChangeConfigu
 
 @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
 def did_change_watched_files(ls: SpeedlintServer, params: types.DidChangeWatchedFilesParams) -> None:
-    _reset(ls)
+    """A config file changed: everything again (new settings). Files created or deleted: the
+    projects' files again. Changed files are seen by the next refresh (by their time stamps)."""
+    names = [path_of(c.uri) for c in params.changes]
+    if any(p is not None and (p.name in CONFIG_NAMES or p.name.startswith("requirements")) for p in names):
+        _reset(ls)
+        return
+    state = ls.ensure_state()
+    if any(c.type != types.FileChangeType.Changed for c in params.changes):
+        for project in state.projects.all():
+            project.discover()
+    ls.refresh(None)
 
 
 def _reset(ls: SpeedlintServer) -> None:
@@ -192,7 +216,7 @@ async def did_close(ls: SpeedlintServer, params: types.DidCloseTextDocumentParam
         timer.cancel()
     ls.clear([params.text_document.uri])
     if doc is not None:  # its file on disk counts again for the others
-        ls.refresh(next(iter(state.documents.values()), None) if state.documents else None)
+        ls.refresh(None)
 
 
 # -- notebooks ---------------------------------------------------------------------------------

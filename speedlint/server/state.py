@@ -142,7 +142,10 @@ class State:
         While the program is linked again, `changed` is published first with the seeds of the
         last link when its functions are the same ones (the common case: its seeds rarely
         change); if the link gives it other seeds, it is analysed and published again."""
-        projects = [self.project(changed)] if changed is not None else self.projects.all()
+        if changed is not None:
+            projects = [self.project(changed)]
+        else:
+            projects = list({id(p): p for p in (self.project(d) for d in self.documents.values())}.values())
         for project in projects:
             published = set()
             must_link = project.update(self.buffers(project))
