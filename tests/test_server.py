@@ -366,3 +366,51 @@ def test_suppression_edits() -> None:
     assert "# noqa: SPD401, E501 long line" in apply_changes(text, [suppression(text, (2,), "SPD401")])  # type: ignore[list-item]
     assert suppression(text, (3,), "SPD401") is None  # line 3 ends in a string: a comment there is not one
     assert apply_changes(text, [suppression(text, (3, 4), "SPD401")]).splitlines()[3] == "abc'''  # noqa: SPD401"  # type: ignore[list-item]
+
+
+# -- the state, in-process: what is published is what a fresh server would say ----------------------
+def _codes_by_doc(state: Any) -> Dict[str, List[Tuple[str, int, int, str]]]:
+    return {uri: sorted((f.code, f.line, f.column, f.message) for f in doc.result.findings) for uri, doc in state.documents.items()}
+
+
+def test_incremental_state_equals_a_fresh_one(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Edits one after the other (some relink, some publish first with the last link's seeds):
+    after each, every open document's last published findings are those of a new state that
+    sees the same buffers at once."""
+    from speedlint.server.state import Document, Options, State
+
+    root = tmp_path / "p"
+    shutil.copytree(project, root)
+    monkeypatch.chdir(root)
+    texts = {rel: (root / rel).read_text(encoding="utf-8") for rel in ("train.py", "losses/focal.py", "evaluate.py")}
+    steps = [
+        ("train.py", texts["train.py"].replace("loss = focal_loss(model(x), y)", "loss = model(x).sum()")),
+        ("losses/focal.py", texts["losses/focal.py"].replace("    return loss\n", "    loss = loss * 1.0\n    return loss\n", 1)),
+        ("train.py", texts["train.py"]),
+        ("losses/focal.py", texts["losses/focal.py"].replace("HISTORY.append(loss.item())", "HISTORY.append(loss)")),
+        ("evaluate.py", texts["evaluate.py"].replace("):", ")", 1)),
+        ("losses/focal.py", texts["losses/focal.py"]),
+        ("evaluate.py", texts["evaluate.py"]),
+    ]
+
+    def fresh(buffers: Dict[str, str]) -> State:
+        state = State(Options(cache=False), [root])
+        for rel, text in buffers.items():
+            path = root / rel
+            state.documents[path.as_uri()] = Document(path.as_uri(), path, text, 1)
+        state.refresh(None, lambda doc: None)
+        return state
+
+    live = fresh(texts)
+    published: Dict[str, List[Any]] = {}
+    buffers = dict(texts)
+    for rel, text in steps:
+        buffers[rel] = text
+        doc = live.documents[(root / rel).as_uri()]
+        doc.text = text
+        live.refresh(doc, lambda d: published.__setitem__(d.uri, sorted((f.code, f.line, f.column, f.message) for f in d.result.findings)))
+        want = _codes_by_doc(fresh(buffers))
+        now = _codes_by_doc(live)
+        assert now == want, rel
+        for uri, findings in published.items():
+            assert findings == want[uri], (rel, uri)

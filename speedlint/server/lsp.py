@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Set
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -46,10 +46,17 @@ class SpeedlintServer(LanguageServer):
         self.defaults = Options()  # the command line's
         self.workspaces: List[Path] = []  # the client's workspace folders
         self._timers: Dict[str, asyncio.TimerHandle] = {}
+        self._said: Set[str] = set()
 
     # -- helpers -------------------------------------------------------------------------------
     def log(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
         self.window_log_message(types.LogMessageParams(type=kind, message=message))
+
+    def log_once(self, message: str, kind: types.MessageType) -> None:
+        """`log`, each message once per session (a rule that fails on every edit is said once)."""
+        if message not in self._said:
+            self._said.add(message)
+            self.log(message, kind)
 
     def ensure_state(self) -> State:
         if self.state is None:
@@ -82,6 +89,8 @@ class SpeedlintServer(LanguageServer):
         state = self.ensure_state()
         try:
             state.refresh(doc, self.publish)
+        except ConfigError as exc:  # a bad config file: said once per message, the server goes on
+            self.log_once(f"speedlint: {exc}", types.MessageType.Error)
         except Exception as exc:  # never take the server down
             self.log(f"speedlint: internal error while analysing: {exc!r}; please report this bug", types.MessageType.Error)
 
@@ -90,10 +99,10 @@ class SpeedlintServer(LanguageServer):
         if result is None:
             return
         for code, error in result.failed:
-            self.log(f"speedlint: rule {code} failed on {doc.path}: {error}; skipped for this file, please report this bug", types.MessageType.Error)
+            self.log_once(f"speedlint: rule {code} failed on {doc.path}: {error}; skipped for this file, please report this bug", types.MessageType.Error)
         for d in result.diagnostics:
             if d.kind == "internal-error":
-                self.log(f"speedlint: {d.path}: {d.message}", types.MessageType.Error)
+                self.log_once(f"speedlint: {d.path}: {d.message}", types.MessageType.Error)
         codec = self.workspace.position_codec
         if doc.is_notebook:
             for uri, diagnostics in notebooks.cell_diagnostics(doc, result, codec, self.state.uri_of).items():  # type: ignore[union-attr]
