@@ -164,6 +164,21 @@ def test_config_file_changes_are_picked_up(client: LspClient, project: Path, ope
     assert "SPD202" in {d["code"] for d in client.diagnostics(train, mark)}
 
 
+def test_a_bad_config_file_is_logged_and_the_server_goes_on(client: LspClient, project: Path, opened: Dict[str, str]) -> None:
+    train = opened["train.py"]
+    config = project / "speedlint.toml"
+    config.write_text("select = 5\n", encoding="utf-8")
+    try:
+        mark = client.mark()
+        client.notify("workspace/didChangeWatchedFiles", {"changes": [{"uri": config.as_uri(), "type": 1}]})
+        client.wait_for(lambda m: m.get("method") == "window/logMessage" and "speedlint.toml" in m["params"]["message"], mark)
+    finally:
+        config.unlink()
+    mark = client.mark()
+    client.notify("workspace/didChangeWatchedFiles", {"changes": [{"uri": config.as_uri(), "type": 3}]})
+    assert "SPD202" in {d["code"] for d in client.diagnostics(train, mark)}
+
+
 def test_unsaved_buffer_is_analysed(client: LspClient, project: Path, opened: Dict[str, str]) -> None:
     uri = opened["evaluate.py"]
     text = (project / "evaluate.py").read_text(encoding="utf-8")
@@ -291,7 +306,7 @@ def test_fix_command_for_one_finding(client: LspClient, project: Path, opened: D
 
 
 # -- notebooks ---------------------------------------------------------------------------------------
-def test_notebook_document(client: LspClient, project: Path) -> None:
+def test_notebook_document(client: LspClient, project: Path, tmp_path: Path) -> None:
     nb = (project / "explore.ipynb").as_uri()
     cells = [
         ("markdown", "# Explore\n"),
@@ -311,6 +326,25 @@ def test_notebook_document(client: LspClient, project: Path) -> None:
     assert "SPD401" in {d["code"] for d in got}
     (gc_diag,) = [d for d in got if d["code"] == "SPD401"]
     assert gc_diag["range"]["start"]["line"] == 4  # line 5 of the cell
+    (suppress,) = [a for a in actions_at(client, cell_uris[2], 4) if a["title"].startswith("Suppress SPD401")]
+    assert suppress["edit"]["changes"][cell_uris[2]][0]["newText"] == "  # noqa: SPD401"
+    # fix all: what `fix --apply` writes in the .ipynb file, cell by cell
+    (fix_all,) = actions_at(client, cell_uris[2], 0, only=["source.fixAll"])
+    edits = fix_all["edit"]["changes"]
+    notebook = {
+        "cells": [{"cell_type": "markdown" if lang == "markdown" else "code", "metadata": {}, "source": text, **({} if lang == "markdown" else {"outputs": [], "execution_count": None})} for lang, text in cells],
+        "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5,
+    }
+    copy = tmp_path / "copy"
+    shutil.copytree(project, copy)
+    (copy / "explore.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
+    res = run_cli("fix", "--apply", "--no-cache", "explore.ipynb", cwd=copy)
+    assert res.returncode in (0, 1), res.stderr
+    fixed = json.loads((copy / "explore.ipynb").read_text(encoding="utf-8"))["cells"]
+    for (lang, text), uri, cell in zip(cells, cell_uris, fixed):
+        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        assert apply_text_edits(text, edits.get(uri, [])) == source
+    assert cell_uris[2] in edits
     client.notify("notebookDocument/didClose", {"notebookDocument": {"uri": nb}, "cellTextDocuments": [{"uri": u} for u in cell_uris]})
 
 

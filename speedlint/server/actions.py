@@ -15,7 +15,7 @@ from speedlint.analyzer.findings import UNSAFE, Finding, allowed
 from speedlint.analyzer.registry import rule_by_code_or_name
 from speedlint.analyzer.report import explain_markdown
 from speedlint.analyzer.runner import display_path
-from speedlint.server.analysis import fix_all, fix_one
+from speedlint.server.analysis import fix_all, fix_all_notebook, fix_one
 from speedlint.server.convert import hover_markdown, lines_of
 from speedlint.server.edits import TextChange, minimal_changes, suppression
 from speedlint.server.notebooks import cell_number, cell_text
@@ -47,9 +47,15 @@ def fix_edit(state: State, doc: Document, code: str, line: int, column: int, cod
 
 
 def fix_all_edit(state: State, doc: Document, codec: PositionCodec) -> Optional[types.WorkspaceEdit]:
-    """The edit of `fix --apply` on the buffer (`analysis.fix_all`)."""
+    """The edit of `fix --apply` on the buffer (`analysis.fix_all`; a notebook: on its cells)."""
     if doc.is_notebook:
-        return None
+        cells = fix_all_notebook(doc.text, display_path(doc.path), state.settings(doc), doc.seeds)
+        changes = {
+            doc.cells[number - 1]: text_edits(old, minimal_changes(old, new), codec)
+            for number, old, new in cells
+            if 1 <= number <= len(doc.cells) and cell_text(doc, number) == old
+        }
+        return types.WorkspaceEdit(changes=changes) if changes else None
     fixed = fix_all(doc.text, display_path(doc.path), state.settings(doc), doc.seeds)
     return workspace_edit(doc.uri, doc.text, minimal_changes(doc.text, fixed), codec) if fixed is not None else None
 
@@ -74,15 +80,10 @@ def _matching(f: Finding, diagnostics: Sequence[types.Diagnostic]) -> List[types
 def code_actions(state: State, doc: Document, params: types.CodeActionParams, codec: PositionCodec, fix_all_kind: str, fix_all_command: str) -> List[types.CodeAction]:
     """Quick fixes (safe ones preferred; unsafe ones apart, marked), suppressions, and fix all."""
     only = params.context.only
-
-    def wanted(kind: str) -> bool:
-        return only is None or any(k == "" or kind == k or kind.startswith(f"{k}.") for k in only)
-
-    wants_quickfix = wanted(types.CodeActionKind.QuickFix.value)
-    wants_fix_all = wanted(fix_all_kind)
+    wants_quickfix = _wanted(only, types.CodeActionKind.QuickFix.value) and not doc.is_notebook
     out: List[types.CodeAction] = []
     result = state.current(doc)
-    if wants_quickfix and not doc.is_notebook:
+    if wants_quickfix:
         lines = lines_of(doc.text)
         here = [f for f in result.findings if _touches(f, params.range, lines, codec)]
         for f in here:
@@ -96,20 +97,32 @@ def code_actions(state: State, doc: Document, params: types.CodeActionParams, co
             edit = suppress_edit(doc, f.code, (f.line, f.end_line), codec)
             if edit is not None:
                 out.append(types.CodeAction(title=f"Suppress {f.code} on this line (# noqa: {f.code})", kind=types.CodeActionKind.QuickFix, diagnostics=diags or None, edit=edit))
-    if wants_fix_all and not doc.is_notebook and any(f.fix is not None and allowed(f.fix, False) for f in result.findings):
-        title = "speedlint: apply all safe fixes"
-        if only is not None:  # asked for by kind (on save): the edit itself
-            edit = fix_all_edit(state, doc, codec)
-            if edit is not None:
-                out.append(types.CodeAction(title=title, kind=fix_all_kind, edit=edit))
-        else:  # the menu: computed only when chosen
-            command = types.Command(title=title, command=fix_all_command, arguments=[doc.uri])
-            out.append(types.CodeAction(title=title, kind=fix_all_kind, command=command))
+    out.extend(fix_all_actions(state, doc, only, codec, fix_all_kind, fix_all_command))
     return out
 
 
-def cell_actions(state: State, doc: Document, cell_uri: str, params: types.CodeActionParams, codec: PositionCodec) -> List[types.CodeAction]:
-    """A notebook cell: the suppressions of its findings."""
+def _wanted(only: Optional[Sequence[str]], kind: str) -> bool:
+    """Whether a code action of `kind` answers a request for the kinds `only` (None: any)."""
+    return only is None or any(k == "" or kind == k or kind.startswith(f"{k}.") for k in only)
+
+
+def fix_all_actions(state: State, doc: Document, only: Optional[Sequence[str]], codec: PositionCodec, fix_all_kind: str, fix_all_command: str) -> List[types.CodeAction]:
+    """`source.fixAll.speedlint` when the document has a fix to apply: with its edit when asked
+    for by kind (on save), else (a menu) as the command that works it out when chosen."""
+    if not _wanted(only, fix_all_kind):
+        return []
+    if not any(f.fix is not None and allowed(f.fix, False) for f in state.current(doc).findings):
+        return []
+    title = "speedlint: apply all safe fixes"
+    if only is not None:
+        edit = fix_all_edit(state, doc, codec)
+        return [types.CodeAction(title=title, kind=fix_all_kind, edit=edit)] if edit is not None else []
+    command = types.Command(title=title, command=fix_all_command, arguments=[doc.uri])
+    return [types.CodeAction(title=title, kind=fix_all_kind, command=command)]
+
+
+def cell_actions(state: State, doc: Document, cell_uri: str, params: types.CodeActionParams, codec: PositionCodec, fix_all_kind: str, fix_all_command: str) -> List[types.CodeAction]:
+    """A notebook cell: the suppressions of its findings, and fix all (every cell)."""
     number = cell_number(doc, cell_uri)
     text = cell_text(doc, number)
     if number is None or text is None:
@@ -117,12 +130,12 @@ def cell_actions(state: State, doc: Document, cell_uri: str, params: types.CodeA
     out = []
     lines = lines_of(text)
     for f in state.current(doc).findings:
-        if f.cell != number or not _touches(f, params.range, lines, codec):
+        if f.cell != number or not _touches(f, params.range, lines, codec) or not _wanted(params.context.only, types.CodeActionKind.QuickFix.value):
             continue
         edit = suppress_edit(doc, f.code, (f.line, f.end_line), codec, uri=cell_uri, text=text)
         if edit is not None:
             out.append(types.CodeAction(title=f"Suppress {f.code} on this line (# noqa: {f.code})", kind=types.CodeActionKind.QuickFix, edit=edit))
-    return out
+    return out + fix_all_actions(state, doc, params.context.only, codec, fix_all_kind, fix_all_command)
 
 
 def hover(state: State, doc: Document, position: types.Position, codec: PositionCodec) -> Optional[types.Hover]:

@@ -8,8 +8,8 @@ that file again rule by rule: the rules that crash are skipped (and reported), t
 speak.
 
 `fix_one` applies one finding's fix (`fixing.apply_round`, the step `fix` repeats); `fix_all` is
-`fixing.fix_text`, `fix --apply` for one buffer. Neither touches a text that LibCST does not
-give back exactly.
+`fixing.fix_text`, `fix --apply` for one buffer (`fix_all_notebook`: for a notebook's cells).
+None of them touches a text that LibCST does not give back exactly.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from speedlint.analyzer.config import Settings
 from speedlint.analyzer.engine import Analysis, analyze_text
 from speedlint.analyzer.findings import Diagnostic, Finding, allowed
 from speedlint.analyzer.fixing import apply_round, fix_text
-from speedlint.analyzer.notebook import Notebook
+from speedlint.analyzer.notebook import Notebook, NotebookError
+from speedlint.analyzer.notebook_fix import fix_notebook
 from speedlint.analyzer.parallel import config_diagnostics
 from speedlint.analyzer.program import FileSeeds
 from speedlint.analyzer.rule import Rule
@@ -103,6 +104,16 @@ def fix_one(text: str, shown: str, settings: Settings, seeds: Optional[FileSeeds
     if not applied or new == text or (_compiles(text, shown) and not _compiles(new, shown)):
         return None
     return new
+
+
+def fix_all_notebook(data: str, shown: str, settings: Settings, seeds: Optional[FileSeeds]) -> List[Tuple[int, str, str]]:
+    """`fix --apply` for a notebook's JSON (`notebook_fix.fix_notebook`): the changed cells,
+    (cell number, old source, new source)."""
+    try:
+        outcome = fix_notebook(data.encode("utf-8"), shown, rules_for(settings), settings, unsafe=settings.unsafe_fixes, seeds=seeds)
+    except NotebookError:
+        return []
+    return list(outcome.cells)
 
 
 def fix_all(text: str, shown: str, settings: Settings, seeds: Optional[FileSeeds]) -> Optional[str]:

@@ -17,7 +17,6 @@ from speedlint.analyzer.findings import HIGH, LOW, Diagnostic, Finding
 from speedlint.analyzer.sources import source_lines
 
 SOURCE = "speedlint"
-#: the `data` of a diagnostic: what the code actions need to find the finding again
 _SEVERITY = {HIGH: types.DiagnosticSeverity.Warning, LOW: types.DiagnosticSeverity.Hint}
 _POSITION = re.compile(r"\bat (\d+):(\d+)\b")
 
@@ -29,9 +28,7 @@ def _range(codec: PositionCodec, lines: Sequence[str], line: int, column: int, e
     return codec.range_to_client_units(lines, types.Range(start=start, end=end))
 
 
-def finding_diagnostic(
-    f: Finding, codec: PositionCodec, lines: Sequence[str], uri_of: Callable[[str], Optional[str]], unsafe: bool
-) -> types.Diagnostic:
+def finding_diagnostic(f: Finding, codec: PositionCodec, lines: Sequence[str], uri_of: Callable[[str], Optional[str]]) -> types.Diagnostic:
     """`f` as an LSP diagnostic: its rule code, impact as severity, the call chain as related
     information (`uri_of`: a display path -> its URI)."""
     related = []

@@ -109,8 +109,7 @@ class SpeedlintServer(LanguageServer):
                 self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics))
             return
         lines = lines_of(doc.text)
-        unsafe = bool(self.state and self.state.settings(doc).unsafe_fixes)
-        out = [finding_diagnostic(f, codec, lines, self.state.uri_of, unsafe) for f in result.findings]  # type: ignore[union-attr]
+        out = [finding_diagnostic(f, codec, lines, self.state.uri_of) for f in result.findings]  # type: ignore[union-attr]
         out += [problem_diagnostic(d, codec, lines) for d in result.diagnostics]
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=doc.uri, diagnostics=out, version=doc.version))
 
@@ -280,7 +279,7 @@ def code_action(ls: SpeedlintServer, params: types.CodeActionParams) -> Optional
     doc = state.documents.get(uri)
     if doc is None:
         cell = notebooks.owner(state, uri)
-        return actions.cell_actions(state, cell, uri, params, ls.workspace.position_codec) if cell is not None else None
+        return actions.cell_actions(state, cell, uri, params, ls.workspace.position_codec, FIX_ALL_KIND, CMD_FIX_ALL) if cell is not None else None
     return actions.code_actions(state, doc, params, ls.workspace.position_codec, FIX_ALL_KIND, CMD_FIX_ALL)
 
 

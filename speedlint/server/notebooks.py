@@ -76,7 +76,7 @@ def cell_diagnostics(doc: Document, result: DocumentResult, codec: PositionCodec
             continue
         if f.cell not in texts:
             texts[f.cell] = lines_of(cell_text(doc, f.cell) or "")
-        out[doc.cells[f.cell - 1]].append(finding_diagnostic(f, codec, texts[f.cell], uri_of, False))
+        out[doc.cells[f.cell - 1]].append(finding_diagnostic(f, codec, texts[f.cell], uri_of))
     if doc.cells:
         first = lines_of(cell_text(doc, 1) or "")
         for d in result.diagnostics:

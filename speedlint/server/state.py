@@ -14,6 +14,7 @@ from speedlint.analyzer.cache import content_hash
 from speedlint.analyzer.config import Settings, parse_version
 from speedlint.analyzer.notebook import Notebook
 from speedlint.analyzer.program import FileSeeds
+from speedlint.analyzer.registry import validate_selectors
 from speedlint.analyzer.runner import Overrides, SettingsResolver, display_path
 from speedlint.analyzer.sources import SourceError
 from speedlint.server.analysis import DocumentResult, analyse
@@ -71,6 +72,7 @@ class Options:
 
     def resolver(self) -> SettingsResolver:
         """Raises `ConfigError` / `SelectionError` for bad options, like the CLI."""
+        validate_selectors([*(self.select or ()), *self.ignore, *self.extend_select])
         ttv = parse_version(self.target_torch_version) if self.target_torch_version else None
         overrides = Overrides(
             select=self.select, ignore=self.ignore, extend_select=self.extend_select, preview=self.preview,
