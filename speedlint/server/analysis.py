@@ -47,24 +47,30 @@ def _analyse_with(text: str, shown: str, rules: Sequence[Type[Rule]], settings: 
     return DocumentResult(findings, diagnostics)
 
 
-def analyse(text: str, shown: str, settings: Settings, seeds: Optional[FileSeeds], notebook: Optional[Notebook] = None) -> DocumentResult:
+def analyse(
+    text: str, shown: str, settings: Settings, seeds: Optional[FileSeeds], notebook: Optional[Notebook] = None, suspects: Sequence[str] = ()
+) -> DocumentResult:
     """The findings and diagnostics of `text` (a notebook's analysed text when `notebook`), as
-    `check` reports them for that file. Never raises."""
+    `check` reports them for that file. Never raises. `suspects`: rules that failed on an
+    earlier text of the file, run apart (the others together, once)."""
     rules = rules_for(settings)
+    together = [r for r in rules if r.code not in suspects]
     try:
-        result = _analyse_with(text, shown, rules, settings, seeds)
+        result = _analyse_with(text, shown, together, settings, seeds)
+        apart = [r for r in rules if r.code in suspects]
     except Exception:  # a bug in some rule: find which, skip it, keep the others
-        result = DocumentResult()
-        for rule in rules:
-            if not rule.can_fire_on(text, seeds):
-                continue
-            try:
-                one = _analyse_with(text, shown, [rule], settings, seeds)
-            except Exception as exc:
-                result.failed.append((rule.code, repr(exc)))
-                continue
-            result.findings.extend(one.findings)
-            result.diagnostics.extend(d for d in one.diagnostics if d not in result.diagnostics)
+        result, apart = DocumentResult(), rules
+    for rule in apart:
+        if not rule.can_fire_on(text, seeds):
+            continue
+        try:
+            one = _analyse_with(text, shown, [rule], settings, seeds)
+        except Exception as exc:
+            result.failed.append((rule.code, repr(exc)))
+            continue
+        result.findings.extend(one.findings)
+        result.diagnostics.extend(d for d in one.diagnostics if d not in result.diagnostics)
+    if apart:
         result.findings.sort(key=Finding.sort_key)
     result.findings = [f for f in result.findings if f.path == shown]  # (a config file's findings are its own)
     if notebook is not None:

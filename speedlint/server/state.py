@@ -182,7 +182,8 @@ class State:
                 doc.result, doc.analysed = DocumentResult(diagnostics=[Diagnostic(shown, str(exc))]), doc.key
                 return doc.result
             text = notebook.text
-        result = analyse(text, shown, settings, doc.seeds, notebook)
+        suspects = [code for code, _ in doc.result.failed] if doc.result is not None else []
+        result = analyse(text, shown, settings, doc.seeds, notebook, suspects)
         if self._baseline is not None:
             entries, base = self._baseline
             result.findings, _ = apply_baseline(result.findings, entries, base, {shown: text}, [shown])
