@@ -179,6 +179,22 @@ def test_a_bad_config_file_is_logged_and_the_server_goes_on(client: LspClient, p
     assert "SPD202" in {d["code"] for d in client.diagnostics(train, mark)}
 
 
+def test_baseline_and_selection_from_the_client(client: LspClient, project: Path, opened: Dict[str, str], tmp_path: Path) -> None:
+    train = opened["train.py"]
+    baseline = tmp_path / "baseline.json"
+    res = run_cli("check", "--no-cache", "--write-baseline", str(baseline), "train.py", cwd=project)
+    assert res.returncode == 0, res.stderr
+    mark = client.mark()
+    client.notify("workspace/didChangeConfiguration", {"settings": {"speedlint": {"baseline": str(baseline), "debounceMs": 10, "cache": False}}})
+    assert client.diagnostics(train, mark) == []  # every finding of train.py is in the baseline
+    mark = client.mark()
+    client.notify("workspace/didChangeConfiguration", {"settings": {"speedlint": {"ignore": ["SPD2"], "debounceMs": 10, "cache": False}}})
+    assert {d["code"] for d in client.diagnostics(train, mark)} == {"SPD301", "SPD401"}
+    mark = client.mark()
+    client.notify("workspace/didChangeConfiguration", {"settings": {"speedlint": OPTIONS}})
+    assert "SPD202" in {d["code"] for d in client.diagnostics(train, mark)}
+
+
 def test_unsaved_buffer_is_analysed(client: LspClient, project: Path, opened: Dict[str, str]) -> None:
     uri = opened["evaluate.py"]
     text = (project / "evaluate.py").read_text(encoding="utf-8")
