@@ -12,6 +12,7 @@ from urllib.parse import unquote, urlparse
 from speedlint.analyzer.baseline import BaselineError, Entry, apply_baseline, load_baseline
 from speedlint.analyzer.cache import content_hash
 from speedlint.analyzer.config import Settings, parse_version
+from speedlint.analyzer.findings import Diagnostic
 from speedlint.analyzer.notebook import Notebook
 from speedlint.analyzer.program import FileSeeds
 from speedlint.analyzer.registry import validate_selectors
@@ -177,8 +178,6 @@ class State:
             try:
                 notebook = Notebook.parse(doc.text.encode("utf-8"))
             except SourceError as exc:
-                from speedlint.analyzer.findings import Diagnostic
-
                 doc.result, doc.analysed = DocumentResult(diagnostics=[Diagnostic(shown, str(exc))]), doc.key
                 return doc.result
             text = notebook.text
