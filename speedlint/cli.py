@@ -389,6 +389,23 @@ def explain(code: str = typer.Argument(..., help="A rule code (SPD101) or name (
     emit_explain(rule)
 
 
+# -- server ------------------------------------------------------------------------------------
+@app.command()
+def server(
+    debounce_ms: int = typer.Option(200, "--debounce-ms", min=0, help="Wait this long after the last edit before analysing (the client's `debounceMs` option wins)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the cache."),
+) -> None:
+    """Run the language server (LSP over stdio) for editors: findings as you type, quick fixes, hover docs. See docs/editors.md."""
+    import importlib.util
+
+    missing = [name for name in ("pygls", "lsprotocol") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UsageFailure(f"the language server needs {' and '.join(missing)}: install it with `pip install \"speedlint[server]\"`")
+    from speedlint.server.lsp import start
+
+    start(debounce=debounce_ms / 1000, use_cache=not no_cache)
+
+
 # -- clean -------------------------------------------------------------------------------------
 @app.command()
 def clean(

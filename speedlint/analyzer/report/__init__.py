@@ -262,18 +262,24 @@ def emit_rules(rules: Sequence[Type], output_format: str = "full") -> None:  # t
     Terminal(sys.stdout).render(table)
 
 
-def emit_explain(rule) -> None:  # type: ignore[no-untyped-def]
-    """A rule's documentation: rendered on a terminal; elsewhere its Markdown source, as written
-    (no wrapping, code blocks intact: it reads, greps and pastes as it is)."""
+def explain_markdown(rule) -> str:  # type: ignore[no-untyped-def]
+    """A rule's documentation as Markdown: its title, status, fix and impact record, then its
+    docs (what `speedlint explain` shows; the language server's hover shortens it)."""
     header = f"# {rule.code} ({rule.name})\n\n"
     meta = (
         f"Status: {rule.status.value}{'' if rule.default_enabled else ', off by default'}. "
         f"Fix: {rule.fixability()}. Impact: {rule.impact.line()}.\n\n"
     )
+    return header + meta + rule.docs()
+
+
+def emit_explain(rule) -> None:  # type: ignore[no-untyped-def]
+    """A rule's documentation: rendered on a terminal; elsewhere its Markdown source, as written
+    (no wrapping, code blocks intact: it reads, greps and pastes as it is)."""
     term = Terminal(sys.stdout)
     if not term.wrap:
-        sys.stdout.write(header + meta + rule.docs() + "\n")
+        sys.stdout.write(explain_markdown(rule) + "\n")
         return
     from rich.markdown import Markdown
 
-    term.render(Markdown(header + meta + rule.docs()))
+    term.render(Markdown(explain_markdown(rule)))
