@@ -9,11 +9,10 @@ file still holds the text that was fixed: an edit made meanwhile is never overwr
 
 from __future__ import annotations
 
-import difflib
-import re
 from pathlib import Path
 from typing import Optional, Sequence
 
+from speedlint.analyzer.diffkeys import unified_diff
 from speedlint.analyzer.findings import Diagnostic, FixOutcome
 from speedlint.analyzer.fixdriver import CONFIG, FileChange, FileFix, FixRun, FixWork, compute_fixes
 from speedlint.analyzer.notebook import is_notebook
@@ -23,19 +22,6 @@ from speedlint.analyzer.runner import SettingsResolver, rules_for
 from speedlint.analyzer.sources import SourceError, read_source, write_atomic
 
 __all__ = ["FixRun", "FixWork", "fix_paths", "fix_stdin", "unified_diff", "write_fixed", "write_run"]
-
-
-_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
-
-
-def unified_diff(outcome: FixOutcome) -> str:
-    if isinstance(outcome, NotebookFixOutcome):
-        return outcome.diff()  # per changed cell, named `path:cell N`
-    a = _LINES.findall(outcome.original)  # lines end at line breaks only (not at form feeds)
-    b = _LINES.findall(outcome.fixed)
-    lines = difflib.unified_diff(a, b, fromfile=f"a/{outcome.path}", tofile=f"b/{outcome.path}")
-    # a last line without a line break gets one and a marker, as `diff` and git write it
-    return "".join(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
 def write_fixed(path: Path, shown: str, fixed: FileFix) -> Optional[Diagnostic]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Type
 
+from speedlint.analyzer.diffkeys import unified_diff
 from speedlint.analyzer.report.text import fix_counts, ranked_by_rule
 from speedlint.analyzer.rule import HIGH, LEVEL_NAMES, LOW, MEDIUM, UNSAFE, Diagnostic, Finding, Rule
 from speedlint.analyzer.sources import source_lines
@@ -550,7 +551,7 @@ def fix_document(run, apply: bool, paths: Sequence[str] = (".",)) -> str:  # typ
         lines.append("")
     if not apply:
         for o in changed:
-            diff = _unified_diff(o).replace("\r\n", "\n").replace("\r", "\n")
+            diff = unified_diff(o).replace("\r\n", "\n").replace("\r", "\n")
             lines += [f"## {code_span(o.path)}", "", *_applied_items(o), "", *fence(diff, "diff"), ""]
     left = []
     if unsafe_left and changed:
@@ -575,8 +576,3 @@ def fix_document(run, apply: bool, paths: Sequence[str] = (".",)) -> str:  # typ
         lines += ["## Verify and apply", "", *fence("\n".join(commands), "sh"), "", VERIFY_NOTE, ""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
-
-def _unified_diff(outcome) -> str:  # type: ignore[no-untyped-def]
-    from speedlint.analyzer.rewrite import unified_diff
-
-    return unified_diff(outcome)
