@@ -111,3 +111,14 @@ def test_places_column():
     assert places_text([finding("SPD201", HIGH, **STEP_SYNC), finding("SPD201", LOW, **EVAL_SYNC)]) == "per step 1, per eval batch 1"
     assert places_text([finding("SPD103", MEDIUM, "x", "started again every epoch")]) == "per epoch"
     assert places_text([finding("SPD102", MEDIUM, "GPU training")]) == ""
+
+
+def test_equal_cost_ranks_the_larger_typical_speedup_first():
+    """FP32 training (1.5-3x steps/s) before three per-step syncs (5-30% steps/s): both high on
+    every step; the count does not decide."""
+    syncs = [finding("SPD201", HIGH, **STEP_SYNC, line=i) for i in range(1, 4)]
+    fp32 = [finding("SPD301", HIGH, "GPU; compute-bound training", "this training step runs in FP32", typical="1.5-3x steps/s", line=9)]
+    assert [fs[0].code for fs in ranked_by_rule(syncs + fp32)] == ["SPD301", "SPD201"]
+    # must not fire: a costlier finding still wins over a larger typical range
+    cheap = [finding("SPD301", MEDIUM, "GPU; compute-bound training; once per evaluation batch", "m", typical="1.5-3x steps/s")]
+    assert [fs[0].code for fs in ranked_by_rule(syncs + cheap)] == ["SPD201", "SPD301"]

@@ -17,12 +17,11 @@ import re
 import shlex
 import textwrap
 from collections import Counter, defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Type
 
 from speedlint.analyzer.diffkeys import unified_diff
-from speedlint.analyzer.report.ranking import EPOCH, EVAL, PLACE_WORDS, from_training, group_key, rank_key, runs_where, typical_text
+from speedlint.analyzer.report.ranking import EPOCH, EVAL, PLACE_WORDS, Gain, from_training, gain_of, group_key, rank_key, runs_where, typical_text
 from speedlint.analyzer.report.text import fix_counts, ranked_by_rule
 from speedlint.analyzer.rule import HIGH, LEVEL_NAMES, LOW, MEDIUM, UNSAFE, Diagnostic, Finding, Rule
 from speedlint.analyzer.sources import source_lines
@@ -155,39 +154,7 @@ def _levels_text(findings: Sequence[Finding]) -> str:
     return ", ".join(f"{counts[level]} {LEVEL_NAMES[level]}" for level in LEVELS if counts[level])
 
 
-# -- the estimate ----------------------------------------------------------------------------------
-_GAIN = re.compile(
-    r"(?:(?P<lo>\d+(?:\.\d+)?)\s*-\s*|up to ~?)(?P<hi>\d+(?:\.\d+)?)\s*(?P<unit>x|%)\s+(?:of\s+)?"
-    r"(?P<what>steps/s|step time|epoch time|eval throughput|throughput)"
-)
-
-
-@dataclass(frozen=True)
-class Gain:
-    """A speed-up factor range read from an impact record's typical range."""
-
-    low: float
-    high: float
-    scope: str  # "train" (steps/s, step or epoch time) or "eval" (eval throughput)
-
-
-def gain_of(typical: str) -> Optional[Gain]:
-    """The first range in `typical` that states a whole-job speed-up: `A-Bx` or `A-B%` of steps/s,
-    step time, epoch time or throughput (`up to Bx` reads as 1-Bx). Ranges of anything else (ms per
-    call, `for the looped part`, memory) are not a speed-up of the job: None."""
-    m = _GAIN.search(typical)
-    if m is None:
-        return None
-    high = float(m["hi"])
-    low = float(m["lo"]) if m["lo"] is not None else (0.0 if m["unit"] == "%" else 1.0)
-    if m["unit"] == "%":
-        if m["what"] == "step time":  # time saved per step: the rate grows by 1 / (1 - share)
-            low, high = 1 / (1 - min(low, 90) / 100), 1 / (1 - min(high, 90) / 100)
-        else:
-            low, high = 1 + low / 100, 1 + high / 100
-    return Gain(low, high, "eval" if "eval" in m["what"] else "train")
-
-
+# -- the estimate (the gains are read by `ranking.gain_of`) -----------------------------------------
 def _factor(x: float) -> str:
     return f"{x:.0f}" if x >= 10 else f"{x:.2f}".rstrip("0").rstrip(".")
 

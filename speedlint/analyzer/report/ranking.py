@@ -8,7 +8,8 @@
 * **Expected cost** (`cost`): the impact level times how hot the code is: per step 3, per
   evaluation batch 2, per epoch 1 (not said: 3, the level the rule gave it stands). A high-impact
   sync on every step (9) comes before a high-impact one per evaluation batch (6), a medium one per
-  step (6), and a high-impact call once per epoch (3).
+  step (6), and a high-impact call once per epoch (3). Groups of equal cost are ordered by the
+  typical speed-up their impact records state (`gain_of`).
 * **The figure fits** (`typical_text`): a rule's typical range is written for the code it usually
   flags; once-per-epoch code whose range is per step is said to cost once per epoch, and code per
   evaluation batch whose range is training steps/s is said to slow evaluation.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Dict, List, Optional, Sequence
 
@@ -49,6 +51,38 @@ _AUX_FOLDERS = frozenset({"test", "tests", "testing", "benchmark", "benchmarks",
 _AUX_NAME = re.compile(r"^(test_.*|.*_test|tests?|bench(mark)?s?(_.*)?|.*_bench(mark)?s?|conftest)\.(py|ipynb)$", re.I)
 
 
+_GAIN = re.compile(
+    r"(?:(?P<lo>\d+(?:\.\d+)?)\s*-\s*|up to ~?)(?P<hi>\d+(?:\.\d+)?)\s*(?P<unit>x|%)\s+(?:of\s+)?"
+    r"(?P<what>steps/s|step time|epoch time|eval throughput|throughput)"
+)
+
+
+@dataclass(frozen=True)
+class Gain:
+    """A speed-up factor range read from an impact record's typical range."""
+
+    low: float
+    high: float
+    scope: str  # "train" (steps/s, step or epoch time) or "eval" (eval throughput)
+
+
+def gain_of(typical: str) -> Optional[Gain]:
+    """The first range in `typical` that states a whole-job speed-up: `A-Bx` or `A-B%` of steps/s,
+    step time, epoch time or throughput (`up to Bx` reads as 1-Bx). Ranges of anything else (ms per
+    call, `for the looped part`, memory) are not a speed-up of the job: None."""
+    m = _GAIN.search(typical)
+    if m is None:
+        return None
+    high = float(m["hi"])
+    low = float(m["lo"]) if m["lo"] is not None else (0.0 if m["unit"] == "%" else 1.0)
+    if m["unit"] == "%":
+        if m["what"] == "step time":  # time saved per step: the rate grows by 1 / (1 - share)
+            low, high = 1 / (1 - min(low, 90) / 100), 1 / (1 - min(high, 90) / 100)
+        else:
+            low, high = 1 + low / 100, 1 + high / 100
+    return Gain(low, high, "eval" if "eval" in m["what"] else "train")
+
+
 def runs_where(f: Finding) -> Optional[str]:
     """Where the flagged code runs (STEP, EVAL, EPOCH), or None when the finding does not say."""
     for place, pattern in _PHRASES:  # the rule's own record of the context comes first
@@ -73,10 +107,19 @@ def rank_key(f: Finding) -> tuple:  # type: ignore[type-arg]
     return (-cost(f), -f.impact.level, f.sort_key())
 
 
+def gain_high(f: Finding) -> float:
+    """The high end of the speed-up the finding's impact record states (1 when it states none)."""
+    gain = gain_of(f.impact.typical)
+    return gain.high if gain is not None else 1.0
+
+
 def group_key(findings: Sequence[Finding]) -> tuple:  # type: ignore[type-arg]
     """A group of findings (one rule's, one bottleneck class's), the costliest first: its
-    costliest finding, then its summed cost (many per-step findings before one), then its code."""
-    return (-max(cost(f) for f in findings), -sum(cost(f) for f in findings), min(f.code for f in findings))
+    costliest finding; at equal cost, the larger typical speed-up of the findings that cost that
+    much (FP32 training, 1.5-3x, before a per-step sync, 5-30%); then its summed cost (many
+    per-step findings before one), then its code."""
+    top = max(cost(f) for f in findings)
+    return (-top, -max(gain_high(f) for f in findings if cost(f) == top), -sum(cost(f) for f in findings), min(f.code for f in findings))
 
 
 #: Short names of the places, for a table column.
