@@ -122,3 +122,12 @@ def test_equal_cost_ranks_the_larger_typical_speedup_first():
     # must not fire: a costlier finding still wins over a larger typical range
     cheap = [finding("SPD301", MEDIUM, "GPU; compute-bound training; once per evaluation batch", "m", typical="1.5-3x steps/s")]
     assert [fs[0].code for fs in ranked_by_rule(syncs + cheap)] == ["SPD201", "SPD301"]
+
+
+def test_the_estimate_states_the_training_condition_of_a_rule_found_in_both():
+    step = finding("SPD201", HIGH, **STEP_SYNC)
+    evals = finding("SPD201", LOW, **EVAL_SYNC, line=2)
+    doc = Doc(check_document(RunResult(files=[FileResult("train.py", [step, evals], source="x\nx\n")])))
+    assert "- `SPD201`: GPU; on every training step" in doc.text
+    rows = {row[0].split(":")[0]: row for row in doc.tables[1][1:]}
+    assert "SPD201" in rows["Compute-bound"][2] and "SPD201" in rows["Evaluation loops"][2]

@@ -226,7 +226,10 @@ def estimate_lines(findings: Sequence[Finding], rules: Dict[str, Type[Rule]]) ->
             " fixes and measures the real speed-up.",
             "",
         ]
-        conditions = {code: f.impact.when for key in per for code, (_, _, f) in per[key].items()}
+        conditions: Dict[str, str] = {}  # the first situation's (training before evaluation)
+        for key in per:
+            for code, (_, _, f) in per[key].items():
+                conditions.setdefault(code, f.impact.when)
         lines.append("What each range assumes (from the impact records):")
         lines.append("")
         lines += [f"- {code_span(code)}: {inline(when)}" for code, when in sorted(conditions.items())]
