@@ -107,7 +107,7 @@ def print_summary(term: Terminal, findings: Sequence[Finding], diagnostics: Sequ
         table.add_column("code", no_wrap=True)
         table.add_column("name", no_wrap=True, overflow="ellipsis")
         table.add_column("count", justify="right", no_wrap=True)
-        table.add_column("runs", no_wrap=True)
+        table.add_column("runs", overflow="fold", max_width=16)
         table.add_column("typically", overflow="fold", ratio=1)
         for fs in ranked_by_rule(findings):
             top = fs[0]
