@@ -241,8 +241,9 @@ def fix(
     target_torch_version: Optional[str] = TORCH_VERSION,
 ) -> None:
     """Show (or with --apply, write) the fixes. Never runs your code, except the script named by --verify."""
+    from speedlint.analyzer.config import ConfigError
     from speedlint.analyzer.report import FIX_FORMATS, emit_fix
-    from speedlint.analyzer.rewrite import fix_paths, fix_stdin
+    from speedlint.analyzer.rewrite import fix_paths, fix_stdin, write_run
 
     if output_format not in FIX_FORMATS:
         raise UsageFailure(f"unknown output format `{output_format}` for fix (choose from {', '.join(FIX_FORMATS)})")
@@ -250,9 +251,14 @@ def fix(
     overrides = _overrides(select, ignore, extend_select, preview, unsafe_fixes, target_torch_version, options)
     resolver = _resolver(overrides, config, isolated)
     if verify_script is not None:  # verification first; refusal exits with the verdict's code
-        paths = _fix_with_verify(verify_script, paths or [], resolver, apply, verify_steps, verify_repeats)
+        try:
+            paths, run = _fix_with_verify(verify_script, paths or [], resolver, apply, verify_steps, verify_repeats, force_exclude, jobs, not no_cache)
+        except ConfigError as exc:
+            raise UsageFailure(str(exc)) from None
+        if apply:  # exactly the fixes that were verified
+            write_run(run)
+        raise typer.Exit(emit_fix(run, apply=apply, output_format=output_format, output_file=output_file, paths=paths))
     paths = paths or ["."]
-    from speedlint.analyzer.config import ConfigError
 
     try:
         if paths == ["-"]:
@@ -294,18 +300,20 @@ def _script_args_from_argv(positionals: List[str]) -> Tuple[List[str], List[str]
     return positionals, []
 
 
-def _fix_with_verify(script: Path, paths: List[str], resolver, apply: bool, steps: int, repeats: int) -> List[str]:  # type: ignore[no-untyped-def]
-    """Verify the fixes `fix` would write; returns the paths to fix, or exits with the verdict's code."""
+def _fix_with_verify(script: Path, paths: List[str], resolver, apply: bool, steps: int, repeats: int, force_exclude: bool, jobs: Optional[int], use_cache: bool):  # type: ignore[no-untyped-def]
+    """Compute the fixes for the paths (the fix driver, as `fix` does) and verify them; returns
+    the paths and the fixes (for `fix` to show or write: exactly what was verified), or exits
+    with the verdict's code."""
+    from speedlint.analyzer.fixdriver import compute_fixes
     from speedlint.analyzer.report.verify import emit_fix_verify_refusal, emit_verify, progress_printer
-    from speedlint.analyzer.runner import collect_files
     from speedlint.harness.verify import VerifyError, VerifyOptions, verify
 
     paths, script_args = _script_args_from_argv(paths)
     paths = paths or [str(script)]
     if paths == ["-"]:
         raise UsageFailure("--verify cannot be used with stdin")
-    files = [Path(f) for f in collect_files(paths, resolver).files]
-    opts = VerifyOptions(script=script, args=tuple(script_args), steps=steps, repeats=repeats, fix_files=files)
+    run = compute_fixes(paths, resolver, force_exclude=force_exclude, jobs=jobs, use_cache=use_cache)
+    opts = VerifyOptions(script=script, args=tuple(script_args), steps=steps, repeats=repeats, fixes=run)
     try:
         result = verify(opts, resolver, progress=progress_printer())
     except VerifyError as exc:
@@ -316,7 +324,7 @@ def _fix_with_verify(script: Path, paths: List[str], resolver, apply: bool, step
     if apply and not result.allows_write:
         emit_fix_verify_refusal(result)
         raise typer.Exit(result.exit_code)
-    return paths
+    return paths, run
 
 
 @app.command(help=f"""Run SCRIPT as it is and with the fixes applied (in a temporary copy), compare speed and losses.

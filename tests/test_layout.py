@@ -192,3 +192,60 @@ def test_rules_declare_their_layer_attributes():
     assert not [r.code for r in rules if r.ast_precondition is None]
     assert all(isinstance(r.per_epoch, bool) for r in rules)
     assert {r.code for r in rules if r.per_epoch} >= {"SPD104", "SPD402"}
+
+
+#: Orchestration: what reads files, runs the analysis or writes results. The report sits at the
+#: top of the house: it formats findings, fix runs and verdicts handed to it, and imports none of
+#: these (the diff and finding keys it shares with them live in `speedlint.analyzer.diffkeys`).
+ORCHESTRATION = (
+    "speedlint.__main__",
+    "speedlint.cli",
+    "speedlint.harness",
+    "speedlint.analyzer.baseline",
+    "speedlint.analyzer.cache",
+    "speedlint.analyzer.discovery",
+    "speedlint.analyzer.engine",
+    "speedlint.analyzer.fixdriver",
+    "speedlint.analyzer.fixing",
+    "speedlint.analyzer.parallel",
+    "speedlint.analyzer.rewrite",
+    "speedlint.analyzer.runner",
+)
+
+
+def _orchestration_imports(path: Path) -> Iterator[Tuple[int, str]]:
+    """(line, orchestration module) for each import of one in the file, lazy ones too; `from
+    speedlint.analyzer import rewrite` counts as importing `speedlint.analyzer.rewrite`."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        names: list = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        hits = {m for name in names for m in ORCHESTRATION if name == m or name.startswith(m + ".")}
+        for hit in sorted(hits):
+            yield node.lineno, hit
+
+
+def test_report_imports_no_orchestration():
+    bad = [
+        f"{_module(path)}:{line} imports {target}"
+        for path in sorted((ROOT / "analyzer" / "report").rglob("*.py"))
+        for line, target in _orchestration_imports(path)
+    ]
+    assert not bad, "the report formats what it is given; shared helpers go in a base module:\n" + "\n".join(bad)
+
+
+def test_the_orchestration_check_can_fail(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "from speedlint.analyzer import rewrite\n"
+        "def f():\n    from speedlint.analyzer.baseline import entries_for\n"
+        "import speedlint.harness.verify\n"
+        "from speedlint.analyzer.diffkeys import unified_diff\n",
+        encoding="utf-8",
+    )
+    assert sorted(t for _, t in _orchestration_imports(sample)) == [
+        "speedlint.analyzer.baseline", "speedlint.analyzer.rewrite", "speedlint.harness",
+    ]

@@ -18,21 +18,18 @@ file order are taken as baselined and the rest are reported as new.
 
 from __future__ import annotations
 
-import io
 import json
-import os
-import tokenize
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from speedlint.analyzer.diffkeys import FindingKeyer, Key, code_lines, relative_path
 from speedlint.analyzer.findings import Finding
-from speedlint.analyzer.sources import source_lines
+
+__all__ = ["BaselineError", "Entry", "BaselineOutcome", "Key", "code_lines", "relative_path", "entries_for", "write_baseline", "load_baseline", "apply_baseline", "filter_result"]
 
 FORMAT_VERSION = 1
-
-Key = Tuple[str, str, str]  # (code, path, normalized line content)
 
 
 class BaselineError(ValueError):
@@ -60,67 +57,12 @@ class BaselineOutcome:
     stale: List[Tuple[Entry, int]] = field(default_factory=list)  # (entry, how many did not match)
 
 
-def normalize(code_line: str) -> str:
-    return " ".join(code_line.split())
-
-
-def code_lines(text: str) -> List[str]:
-    """Each line of `text` (index 0 = line 1) with its comment removed and whitespace normalized."""
-    lines = source_lines(text)
-    comment_at: Dict[int, int] = {}
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if tok.type == tokenize.COMMENT:
-                comment_at[tok.start[0]] = tok.start[1]
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        pass  # keep the comments we found so far; the rest of the lines stay whole
-    return [normalize(line[: comment_at[i]] if i in comment_at else line) for i, line in enumerate(lines, start=1)]
-
-
-def relative_path(path: str, base: Path) -> str:
-    """`path` (as reported, relative to the working folder) relative to `base`, posix form."""
-    absolute = Path(os.path.abspath(path))
-    try:
-        rel = os.path.relpath(absolute, os.path.abspath(base))
-    except ValueError:  # another drive on Windows
-        rel = str(absolute)
-    return Path(rel).as_posix()
-
-
-def _source_of(path: str, sources: Dict[str, Optional[str]]) -> str:
-    text = sources.get(path)
-    if text is None:
-        from speedlint.analyzer.notebook import read_checked_text
-
-        text = read_checked_text(path)  # a notebook: the text its findings' lines refer to
-    return text
-
-
-class _Keyer:
-    """Computes baseline keys of findings, reading each file's lines once."""
-
-    def __init__(self, base: Path, sources: Dict[str, Optional[str]]) -> None:
-        self.base = base
-        self.sources = sources
-        self._lines: Dict[str, List[str]] = {}
-        self._paths: Dict[str, str] = {}
-
-    def key(self, f: Finding) -> Key:
-        if f.path not in self._lines:
-            self._lines[f.path] = code_lines(_source_of(f.path, self.sources))
-            self._paths[f.path] = relative_path(f.path, self.base)
-        lines = self._lines[f.path]
-        line = f.source_line
-        content = lines[line - 1] if 0 < line <= len(lines) else ""
-        return (f.code, self._paths[f.path], content)
-
-
 def _ordered(findings: Sequence[Finding]) -> List[Finding]:
     return sorted(findings, key=Finding.sort_key)
 
 
 def entries_for(findings: Sequence[Finding], base: Path, sources: Dict[str, Optional[str]]) -> List[Entry]:
-    keyer = _Keyer(base, sources)
+    keyer = FindingKeyer(base, sources)
     counts: Counter = Counter()
     names: Dict[Key, str] = {}
     for f in _ordered(findings):
@@ -184,7 +126,7 @@ def apply_baseline(
 
     `checked`: the files of this run (as reported); entries of other files are never stale.
     """
-    keyer = _Keyer(base, sources)
+    keyer = FindingKeyer(base, sources)
     budget: Counter = Counter()
     by_key: Dict[Key, Entry] = {}
     for e in entries:

@@ -228,7 +228,7 @@ class FixOutcome:
     diagnostics: List[Diagnostic] = field(default_factory=list)
     unsafe_available: int = 0  # unsafe fixes not applied because --unsafe-fixes was not given
     #: findings whose (allowed) fix edits a config file the code reads: applied apart, once per
-    #: config file, after every Python file (`rewrite.fix_config_files`)
+    #: config file, after every Python file (`fixdriver.fix_config_files`)
     config_fixes: List[Finding] = field(default_factory=list)
 
     @property

@@ -9,7 +9,7 @@ where the platform has it, so the workers inherit the already-imported rules; no
 imported, never torch).
 
 `process_files` runs a `CheckWork` on each file: checking by default; `speedlint fix` passes
-`rewrite.FixWork` (fix in the worker, write in the parent), so both commands share the program
+`fixdriver.FixWork` (fix in the worker, write in the parent), so both commands share the program
 phase, the cache look-up, the pool, its fallback when a worker dies, and the ordering.
 
 Results are identical to a serial run and come back in discovery order: each file has its slot,
@@ -518,7 +518,7 @@ def _keyed(digest: str, seeds: Optional[FileSeeds]) -> str:
 
 
 class CheckWork:
-    """What `process_files` does with each file: check it. `speedlint.analyzer.rewrite.FixWork`
+    """What `process_files` does with each file: check it. `speedlint.analyzer.fixdriver.FixWork`
     fixes it instead, through the same program phase, cache look-up and pool."""
 
     #: whether the results are findings to keep in the cache

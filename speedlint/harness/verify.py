@@ -1,8 +1,10 @@
 """`speedlint verify`: run a script before and after its fixes, compare speed and losses.
 
 Both versions run from temporary copies of the script's folder (the user's files are never
-touched and never written by the runs), each in a fresh subprocess of the same interpreter with the
-same arguments, environment and seeds, under the runner shim (`shim.py`). Runs alternate
+touched and never written by the runs); the "after" copy holds exactly what `speedlint fix
+--apply` writes, config files included (the fixes come from `fixdriver.compute_fixes`). Each
+runs in a fresh subprocess of the same interpreter with the same arguments, environment and
+seeds, under the runner shim (`shim.py`). Runs alternate
 (before, after, before, after, ...). A run that exceeds the timeout is killed with its whole
 process group; stragglers of a finished run (DataLoader workers, helpers) are killed the same way.
 
@@ -30,7 +32,10 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.fixdriver import FixRun
 
 SHIM = Path(__file__).with_name("shim.py")
 
@@ -77,7 +82,12 @@ class VerifyOptions:
     min_speedup: float = 1.05
     seed: int = 0
     after: Optional[Path] = None  # compare with this file instead of the fixes
-    fix_files: Optional[Sequence[Path]] = None  # files to fix (default: the script's folder)
+    #: the paths to fix, files or folders, as `speedlint fix` is given them (default: the
+    #: script's folder, and the script)
+    fix_files: Optional[Sequence[Path]] = None
+    #: the fixes to verify, already computed by the fix driver (`fixdriver.compute_fixes`, as
+    #: `fix --verify` does before writing them); default: computed here for `fix_files`
+    fixes: "Optional[FixRun]" = None
 
 
 @dataclass
@@ -194,43 +204,41 @@ def _tolerance_kind_for_fixes(fixes: Sequence[AppliedFix]) -> str:
     return "safe"
 
 
-def _apply_fixes(root: Path, copy_root: Path, files: Sequence[Path], resolver) -> List[AppliedFix]:  # type: ignore[no-untyped-def]
-    from speedlint.analyzer.fixing import fix_text
-    from speedlint.analyzer.notebook import Notebook, is_notebook
-    from speedlint.analyzer.notebook_fix import fix_notebook
-    from speedlint.analyzer.runner import display_path, rules_for
-    from speedlint.analyzer.sources import SourceError, read_source
+def _fix_paths(script: Path, resolver) -> List[str]:  # type: ignore[no-untyped-def]
+    """What `verify SCRIPT` fixes by default: the script's folder, and the script even when the
+    excludes leave it out."""
+    from speedlint.analyzer.runner import collect_files
+
+    paths = [str(script.parent)]
+    if script not in {Path(f).resolve() for f in collect_files(paths, resolver).files}:
+        paths.append(str(script))
+    return paths
+
+
+def _apply_fixes(root: Path, copy_root: Path, plan: "FixRun") -> List[AppliedFix]:
+    """Write what `fix --apply` would write for `plan` (Python files, notebooks, config files:
+    the same bytes, `FileChange.new_bytes`) into the copy `copy_root` of `root`; the fixes
+    applied. A file whose fixed text cannot be encoded is left as it is, as `fix` leaves it."""
+    from speedlint.analyzer.fixdriver import NOTEBOOK
+    from speedlint.analyzer.notebook import Notebook
 
     applied: List[AppliedFix] = []
-    for path in files:
-        settings = resolver.for_file(path)
-        shown = display_path(path)
-        if is_notebook(path):
-            try:
-                data = path.read_bytes()
-                nb_outcome = fix_notebook(data, shown, rules_for(settings), settings, unsafe=settings.unsafe_fixes)
-            except (OSError, SourceError):
-                continue
-            if not nb_outcome.changed or nb_outcome.data is None:
-                continue
-            (copy_root / path.relative_to(root)).write_bytes(nb_outcome.data)
-            outcome, where = nb_outcome, Notebook.parse(data).cell_of
-        else:
-            try:
-                source = read_source(path)
-            except SourceError:
-                continue
-            outcome = fix_text(source.text, shown, rules_for(settings), settings, unsafe=settings.unsafe_fixes)
-            if not outcome.changed:
-                continue
-            (copy_root / path.relative_to(root)).write_bytes(source.encode(outcome.fixed))
-            where = None
-        for f in outcome.applied:
+    for change in plan.changes:
+        try:
+            data = change.new_bytes()
+        except UnicodeEncodeError:
+            continue
+        target = copy_root / Path(change.path).resolve().relative_to(root)
+        if target.is_symlink():  # a big file linked into the copy: never write through the link
+            target.unlink()
+        where = Notebook.parse(Path(change.path).read_bytes()).cell_of if change.kind == NOTEBOOK else None
+        target.write_bytes(data)
+        for f in change.outcome.applied:
             fx = f.fix
-            place, line = shown, f.line
+            place, line = change.shown, f.line
             got = where(f.line) if where is not None else None
             if got is not None:  # a notebook: the cell and its line (for fixes of the first round)
-                place, line = f"{shown}:cell {got[0].number}", got[1]
+                place, line = f"{change.shown}:cell {got[0].number}", got[1]
             applied.append(AppliedFix(place, f.code, fx.title if fx else "", str(getattr(fx.applicability, "value", fx.applicability)).lower() if fx else "", line))
     return applied
 
@@ -457,18 +465,17 @@ def verify(opts: VerifyOptions, resolver=None, progress: Optional[Progress] = No
     after_file = opts.after.resolve() if opts.after is not None else None
     if after_file is not None and not after_file.is_file():
         raise VerifyError(f"{opts.after}: no such file")
-    files: List[Path] = []
+    plan: "Optional[FixRun]" = None
     if after_file is None:
-        if resolver is None:
-            raise VerifyError("no settings to select fixes with")
-        if opts.fix_files is not None:
-            files = [Path(f).resolve() for f in opts.fix_files]
-        else:
-            from speedlint.analyzer.runner import collect_files
+        plan = opts.fixes
+        if plan is None:  # the fixes `speedlint fix` would write, from the same driver
+            if resolver is None:
+                raise VerifyError("no settings to select fixes with")
+            from speedlint.analyzer.fixdriver import compute_fixes
 
-            files = [Path(f).resolve() for f in collect_files([str(script.parent)], resolver).files]
-            if script not in files:
-                files.append(script)
+            paths = [str(f) for f in opts.fix_files] if opts.fix_files is not None else _fix_paths(script, resolver)
+            plan = compute_fixes(paths, resolver)
+    files = [Path(c.path).resolve() for c in plan.files] if plan is not None else []
     root = _common_root(script, files)
     cwd = Path.cwd().resolve()
     tmp = Path(tempfile.mkdtemp(prefix="speedlint-verify-"))
@@ -494,7 +501,8 @@ def verify(opts: VerifyOptions, resolver=None, progress: Optional[Progress] = No
             except OSError:
                 pass
         else:
-            fixes = _apply_fixes(root, after_root, files, resolver)
+            assert plan is not None
+            fixes = _apply_fixes(root, after_root, plan)
             kind = _tolerance_kind_for_fixes(fixes)
         if notebook and runs_of["after"].suffix != ".py":
             runs_of["after"] = _exported(after_root, rel)

@@ -199,7 +199,7 @@ def emit_fix(
     `markdown` writes one document (the diffs, or with `apply` what was written)."""
     from collections import Counter
 
-    from speedlint.analyzer.rewrite import unified_diff
+    from speedlint.analyzer.diffkeys import unified_diff
 
     if output_format not in FIX_FORMATS:  # the command line checks it first, with a usage error
         raise ValueError(f"unknown output format `{output_format}` (choose from {', '.join(FIX_FORMATS)})")

@@ -17,10 +17,11 @@ import re
 import shlex
 import textwrap
 from collections import Counter, defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Type
 
+from speedlint.analyzer.diffkeys import unified_diff
+from speedlint.analyzer.report.ranking import EPOCH, EVAL, PLACE_WORDS, Gain, from_training, gain_of, group_key, rank_key, runs_where, typical_text
 from speedlint.analyzer.report.text import fix_counts, ranked_by_rule
 from speedlint.analyzer.rule import HIGH, LEVEL_NAMES, LOW, MEDIUM, UNSAFE, Diagnostic, Finding, Rule
 from speedlint.analyzer.sources import source_lines
@@ -140,16 +141,12 @@ def _level_counts(findings: Sequence[Finding]) -> Counter:
 
 
 def classes_by_weight(findings: Sequence[Finding], rules: Dict[str, Type[Rule]]) -> List[Tuple[str, List[Finding]]]:
-    """Bottleneck classes, the dominant first: most high-impact findings, then medium, then low."""
+    """Bottleneck classes, the dominant first: by expected cost (`ranking.group_key`: the
+    costliest finding, impact times how hot its code is, then the summed cost)."""
     groups: Dict[str, List[Finding]] = defaultdict(list)
     for f in findings:
         groups[bottleneck(f, rules)].append(f)
-
-    def weight(item: Tuple[str, List[Finding]]) -> Tuple:  # type: ignore[type-arg]
-        counts = _level_counts(item[1])
-        return (*(-counts[level] for level in LEVELS), min(f.code for f in item[1]))
-
-    return sorted(groups.items(), key=weight)
+    return sorted(groups.items(), key=lambda item: group_key(item[1]))
 
 
 def _levels_text(findings: Sequence[Finding]) -> str:
@@ -157,39 +154,7 @@ def _levels_text(findings: Sequence[Finding]) -> str:
     return ", ".join(f"{counts[level]} {LEVEL_NAMES[level]}" for level in LEVELS if counts[level])
 
 
-# -- the estimate ----------------------------------------------------------------------------------
-_GAIN = re.compile(
-    r"(?:(?P<lo>\d+(?:\.\d+)?)\s*-\s*|up to ~?)(?P<hi>\d+(?:\.\d+)?)\s*(?P<unit>x|%)\s+(?:of\s+)?"
-    r"(?P<what>steps/s|step time|epoch time|eval throughput|throughput)"
-)
-
-
-@dataclass(frozen=True)
-class Gain:
-    """A speed-up factor range read from an impact record's typical range."""
-
-    low: float
-    high: float
-    scope: str  # "train" (steps/s, step or epoch time) or "eval" (eval throughput)
-
-
-def gain_of(typical: str) -> Optional[Gain]:
-    """The first range in `typical` that states a whole-job speed-up: `A-Bx` or `A-B%` of steps/s,
-    step time, epoch time or throughput (`up to Bx` reads as 1-Bx). Ranges of anything else (ms per
-    call, `for the looped part`, memory) are not a speed-up of the job: None."""
-    m = _GAIN.search(typical)
-    if m is None:
-        return None
-    high = float(m["hi"])
-    low = float(m["lo"]) if m["lo"] is not None else (0.0 if m["unit"] == "%" else 1.0)
-    if m["unit"] == "%":
-        if m["what"] == "step time":  # time saved per step: the rate grows by 1 / (1 - share)
-            low, high = 1 / (1 - min(low, 90) / 100), 1 / (1 - min(high, 90) / 100)
-        else:
-            low, high = 1 + low / 100, 1 + high / 100
-    return Gain(low, high, "eval" if "eval" in m["what"] else "train")
-
-
+# -- the estimate (the gains are read by `ranking.gain_of`) -----------------------------------------
 def _factor(x: float) -> str:
     return f"{x:.0f}" if x >= 10 else f"{x:.2f}".rstrip("0").rstrip(".")
 
@@ -209,7 +174,7 @@ def _scenarios(f: Finding, rules: Dict[str, Type[Rule]], gain: Gain) -> Tuple[st
     """Where a finding's gain applies: input-pipeline gains when the job is input-bound, the others
     when it is compute-bound, gains that matter `always` in both; eval gains to eval loops."""
     when = f.impact.when.lower()
-    if gain.scope == "eval" or "evaluation" in when:
+    if gain.scope == "eval" or "evaluation" in when or runs_where(f) == EVAL:
         return ("eval",)
     rule = rules.get(f.code)
     if when.startswith("always"):
@@ -222,10 +187,14 @@ def _scenarios(f: Finding, rules: Dict[str, Type[Rule]], gain: Gain) -> Tuple[st
 def estimate_lines(findings: Sequence[Finding], rules: Dict[str, Type[Rule]]) -> List[str]:
     per: Dict[str, Dict[str, Tuple[float, float, Finding]]] = {key: {} for key, _, _ in SCENARIOS}
     unquantified: Dict[str, Finding] = {}
-    for f in sorted(findings, key=lambda x: (-x.impact.level, x.sort_key())):
+    once_per_epoch: Dict[str, Finding] = {}
+    for f in sorted(findings, key=rank_key):
         gain = gain_of(f.impact.typical)
         if gain is None:
             unquantified.setdefault(f.code, f)
+            continue
+        if gain.scope == "train" and runs_where(f) == EPOCH and "epoch" not in f.impact.typical.lower():
+            once_per_epoch.setdefault(f.code, f)  # a per-step gain: not what once per epoch costs
             continue
         for key in _scenarios(f, rules, gain):
             low, high, first = per[key].get(f.code, (gain.low, gain.high, f))
@@ -257,7 +226,10 @@ def estimate_lines(findings: Sequence[Finding], rules: Dict[str, Type[Rule]]) ->
             " fixes and measures the real speed-up.",
             "",
         ]
-        conditions = {code: f.impact.when for key in per for code, (_, _, f) in per[key].items()}
+        conditions: Dict[str, str] = {}  # the first situation's (training before evaluation)
+        for key in per:
+            for code, (_, _, f) in per[key].items():
+                conditions.setdefault(code, f.impact.when)
         lines.append("What each range assumes (from the impact records):")
         lines.append("")
         lines += [f"- {code_span(code)}: {inline(when)}" for code, when in sorted(conditions.items())]
@@ -267,6 +239,10 @@ def estimate_lines(findings: Sequence[Finding], rules: Dict[str, Type[Rule]]) ->
     if unquantified:
         listed = "; ".join(f"{code_span(code)} ({inline(f.impact.typical)})" for code, f in sorted(unquantified.items()))
         lines += [f"Not in the estimate (no speed-up factor in the record): {listed}.", ""]
+    epoch_only = sorted(code for code in once_per_epoch if not any(code in per[key] for key in per))
+    if epoch_only:
+        listed = ", ".join(code_span(code) for code in epoch_only)
+        lines += [f"Not in the estimate (their code runs once per epoch, their typical range is per step): {listed}.", ""]
     return lines
 
 
@@ -274,7 +250,7 @@ def estimate_lines(findings: Sequence[Finding], rules: Dict[str, Type[Rule]]) ->
 def select_full(findings: Sequence[Finding]) -> Tuple[List[Finding], List[Finding]]:
     """(shown in full, summarised): the costliest findings, at most PER_RULE of each rule."""
     groups = ranked_by_rule(findings)
-    candidates = [(-f.impact.level, rank, f.sort_key(), f) for rank, fs in enumerate(groups) for f in fs[:PER_RULE]]
+    candidates = [(rank_key(f)[:2], rank, f.sort_key(), f) for rank, fs in enumerate(groups) for f in fs[:PER_RULE]]
     chosen = [c[-1] for c in sorted(candidates, key=lambda c: c[:3])[:FULL_LIMIT]]
     picked = {id(f) for f in chosen}
     return chosen, [f for fs in groups for f in fs if id(f) not in picked]
@@ -348,10 +324,13 @@ def finding_lines(
         "",
         f"- **Where:** {code_span(f.location)}",
     ]
+    place = runs_where(f)
     if f.related:
         hops = [f"{code_span(f'{p}:{n}')} {code_span(call)}" for p, n, call in f.related]
         label = f"Runs {hot} through" if hot else "Call chain"
         lines.append(f"- **{inline(label)}:** " + " → ".join(hops + [code_span(f"{f.path}:{f.line}")]))
+    if place is not None and not (f.related and hot):
+        lines.append(f"- **Runs:** {PLACE_WORDS[place]}.")
     if f.code in explained:
         lines.append(f"- **Why it is slow:** as for #{explained[f.code]} ({f.code}).")
     else:
@@ -359,7 +338,7 @@ def finding_lines(
         if why:
             lines.append(f"- **Why it is slow:** {why}")
             explained[f.code] = number
-    gain = f"- **Typical gain:** {inline(f.impact.typical)}; matters {inline(f.impact.when)}."
+    gain = f"- **Typical gain:** {inline(typical_text(f))}; matters {inline(f.impact.when)}."
     if f.impact.evidence:
         gain += f" Evidence: {inline(f.impact.evidence)}."
     lines += [gain, f"- **Fix:** {fix_sentence(f)}", ""]
@@ -383,7 +362,7 @@ def rest_lines(rest: Sequence[Finding], rules: Dict[str, Type[Rule]]) -> List[st
         kinds = sorted({_fix_kind(f) for f in fs})
         rows.append([
             top.impact.level_name, f"{top.code} {code_span(top.name)}", inline(bottleneck(top, rules)),
-            str(len(fs)), ", ".join(kinds), inline(top.impact.typical), locations,
+            str(len(fs)), ", ".join(kinds), inline(typical_text(top)), locations,
         ])
     return [
         "## More findings, per rule",
@@ -456,10 +435,12 @@ def check_document(result, paths: Sequence[str] = (".",)) -> str:  # type: ignor
     classes = classes_by_weight(findings, rules)
     with_findings = len({f.path for f in findings})
     safe, unsafe = fix_counts(findings)
-    dominant, dominant_findings = classes[0]
+    training = from_training(findings)  # the dominant bottleneck is the training code's
+    dominant, dominant_findings = classes_by_weight(training, rules)[0]
+    scope = " of the training code (benchmark and test scripts left out)" if len(training) < len(findings) else ""
     summary = (
         f"Checked {_plural(files, 'file')}: **{_plural(len(findings), 'finding')}** ({_levels_text(findings)} impact)"
-        f" in {_plural(with_findings, 'file')}. The dominant bottleneck is **{inline(dominant)}**"
+        f" in {_plural(with_findings, 'file')}. The dominant bottleneck{scope} is **{inline(dominant)}**"
         f" ({_plural(len(dominant_findings), 'finding')}: {_levels_text(dominant_findings)} impact)."
     )
     if errors:
@@ -550,7 +531,7 @@ def fix_document(run, apply: bool, paths: Sequence[str] = (".",)) -> str:  # typ
         lines.append("")
     if not apply:
         for o in changed:
-            diff = _unified_diff(o).replace("\r\n", "\n").replace("\r", "\n")
+            diff = unified_diff(o).replace("\r\n", "\n").replace("\r", "\n")
             lines += [f"## {code_span(o.path)}", "", *_applied_items(o), "", *fence(diff, "diff"), ""]
     left = []
     if unsafe_left and changed:
@@ -575,8 +556,3 @@ def fix_document(run, apply: bool, paths: Sequence[str] = (".",)) -> str:  # typ
         lines += ["## Verify and apply", "", *fence("\n".join(commands), "sh"), "", VERIFY_NOTE, ""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
-
-def _unified_diff(outcome) -> str:  # type: ignore[no-untyped-def]
-    from speedlint.analyzer.rewrite import unified_diff
-
-    return unified_diff(outcome)

@@ -83,9 +83,9 @@ def _base_uri(root: Path) -> str:
 
 
 def _fingerprints(findings: Sequence[Finding], sources: Dict[str, Optional[str]]) -> Dict[int, str]:
-    from speedlint.analyzer.baseline import _Keyer
+    from speedlint.analyzer.diffkeys import FindingKeyer
 
-    keyer = _Keyer(Path("."), sources)
+    keyer = FindingKeyer(Path("."), sources)
     seen: Counter = Counter()
     out: Dict[int, str] = {}
     for f in sorted(findings, key=Finding.sort_key):

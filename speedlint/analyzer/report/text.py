@@ -7,6 +7,7 @@ from collections import Counter, defaultdict
 from typing import Dict, List, Optional, Sequence, TextIO, Tuple
 
 from speedlint.analyzer.findings import HIGH, LOW, MEDIUM, UNSAFE, Diagnostic, Finding
+from speedlint.analyzer.report.ranking import group_key, places_text, rank_key, typical_text
 from speedlint.analyzer.report.terminal import Line, Terminal
 from speedlint.analyzer.sources import source_lines
 
@@ -24,13 +25,14 @@ def snippet(source: str, line: int, split: Optional[Dict[str, List[str]]] = None
 
 
 def ranked_by_rule(findings: Sequence[Finding]) -> List[List[Finding]]:
-    """The findings per rule, the costliest rule first (highest impact, then most findings, then
-    code); each rule's findings by impact, then position."""
+    """The findings per rule, the costliest rule first (`ranking.group_key`: its costliest
+    finding, impact times how hot the code is, then its summed cost, then its code); each rule's
+    findings by expected cost, then position."""
     groups: Dict[str, List[Finding]] = defaultdict(list)
     for f in findings:
         groups[f.code].append(f)
-    order = sorted(groups.values(), key=lambda fs: (-max(x.impact.level for x in fs), -len(fs), fs[0].code))
-    return [sorted(fs, key=lambda x: (-x.impact.level, x.sort_key())) for fs in order]
+    order = sorted(groups.values(), key=group_key)
+    return [sorted(fs, key=rank_key) for fs in order]
 
 
 def fix_counts(findings: Sequence[Finding]) -> Tuple[int, int]:
@@ -74,7 +76,7 @@ def full_lines(findings: Sequence[Finding], diagnostics: Sequence[Diagnostic], s
             code_line = snippet(sources.get(f.path, ""), f.source_line, split)
             if code_line:
                 lines.append([("    | ", "dim"), (code_line, "")])
-            lines.append([(f"    {f.impact.level_name} impact: {f.impact.typical}; matters {f.impact.when}", "dim")])
+            lines.append([(f"    {f.impact.level_name} impact: {typical_text(f)}; matters {f.impact.when}", "dim")])
             label = fix_label(f)
             if label:
                 lines.append([("    " + label, "green" if f.fix and f.fix.applicable else "dim")])
@@ -105,12 +107,13 @@ def print_summary(term: Terminal, findings: Sequence[Finding], diagnostics: Sequ
         table.add_column("code", no_wrap=True)
         table.add_column("name", no_wrap=True, overflow="ellipsis")
         table.add_column("count", justify="right", no_wrap=True)
+        table.add_column("runs", overflow="fold", max_width=16)
         table.add_column("typically", overflow="fold", ratio=1)
         for fs in ranked_by_rule(findings):
             top = fs[0]
             table.add_row(
                 Text(top.impact.level_name, style=LEVEL_STYLE.get(top.impact.level, "")),
-                top.code, top.name, str(len(fs)), escape(top.impact.typical),
+                top.code, top.name, str(len(fs)), places_text(fs), escape(typical_text(top)),
             )
         term.render(table)
     safe, unsafe = fix_counts(findings)
