@@ -203,12 +203,21 @@ def check_paths(
     result = RunResult(missing=found.missing, profile=Profile() if profile else None)
     files = [(path, display_path(path)) for path in found.files]
     root = cache_root(resolver) if use_cache else None
-    configs = collect_config_files(paths, resolver)
-    result.files, warnings = process_files(files, resolver.for_file, codes_for, root, result.profile, jobs, config_files=configs)
+    scope = program_scope(paths, files, resolver)
+    configs = collect_config_files(list(scope.roots) if scope is not None else paths, resolver)
+    program_files = scope.files if scope is not None else None
+    result.files, warnings = process_files(files, resolver.for_file, codes_for, root, result.profile, jobs, config_files=configs, program_files=program_files)
     result.files = group_config_results(result.files, resolver)
     for message in warnings:
         result.files.append(FileResult(str(root), diagnostics=[Diagnostic(str(root), message, "warning")]))
     return result
+
+
+def program_scope(paths: Sequence[str], files: Sequence[Tuple[Path, str]], resolver: SettingsResolver):  # type: ignore[no-untyped-def]
+    """The program around the named `files` (`project_scope`): None when they are it already."""
+    from speedlint.analyzer.project_scope import project_scope
+
+    return project_scope(paths, files, excludes_for(resolver), display_path)
 
 
 def collect_config_files(paths: Sequence[str], resolver: SettingsResolver) -> List[str]:
