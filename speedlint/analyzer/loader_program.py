@@ -607,13 +607,15 @@ def add_data_seeds(hot: Hotness, seeds: Dict[str, FileSeeds], new_seeds: Callabl
     """Add the data-loading and config facts of the whole program to the files' seeds
     (`new_seeds`: makes the seeds of a file that has none yet)."""
     from speedlint.analyzer.configs.flow import add_config_seeds
+    from speedlint.analyzer.settings_use import add_unused_setting_seeds
 
     out = _Seeds(seeds, new_seeds)
     _loader_classes(hot, out)
     _iter_wrappers(hot, out)
     _distributed(hot, out)
     _in_memory(hot, out)
-    add_config_seeds(hot, seeds, new_seeds, config_files)
+    flow = add_config_seeds(hot, seeds, new_seeds, config_files)
+    add_unused_setting_seeds(hot, out.project, flow)  # SPD704 (`settings_use`)
 
 
 class _Seeds:

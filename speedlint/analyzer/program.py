@@ -1113,6 +1113,11 @@ def _data_facts(summary: Dict[str, Any], text: str, tree: ast.Module) -> None:
     configs = config_summary(tree, text)
     if configs:
         summary["configs"] = configs
+    from speedlint.analyzer.settings_use import settings_summary  # (SPD704: settings set and never read)
+
+    settings = settings_summary(tree, text)
+    if settings:
+        summary["settings"] = settings
     loaders = loader_summary(tree, text)
     if loaders:
         summary["loaders"] = loaders
