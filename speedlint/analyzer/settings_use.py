@@ -198,6 +198,9 @@ def add_unused_setting_seeds(hot: Any, project: Any, flow: Any = None) -> None:
     `configs.flow.ConfigFlow` (the config files it loads, and where), if any."""
     p = hot.p
     facts = [m.summary.get("settings") or {} for m in p.modules]
+    for mid, f in enumerate(facts):
+        if f.get("options"):  # checked by the program (`[]`: none unused), not by the file alone
+            project(p.modules[mid].shown)[SEEDS_KEY] = []
     if not any(f.get("options") for f in facts) and (flow is None or not getattr(flow, "load_sites", None)):
         return
     if any(f.get("whole") for f in facts):
@@ -219,6 +222,35 @@ def add_unused_setting_seeds(hot: Any, project: Any, flow: Any = None) -> None:
             out.setdefault(mid, []).append(["config", line, 0, str(keys[-1]), path, list(keys), site])
     for mid, entries in sorted(out.items()):
         project(p.modules[mid].shown)[SEEDS_KEY] = entries
+
+
+def unused_options_alone(text: str) -> List[List[Any]]:
+    """The unused options of a file checked without the program phase (stdin, an editor
+    buffer): the file is the whole program; a namespace passed to anything imported may be
+    read there (silent)."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return []
+    f = settings_summary(tree, text) or {}
+    if not f.get("options") or f.get("whole"):
+        return []
+    imported: Set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            imported.update((a.asname or a.name).split(".")[0] for a in node.names)
+    if imported & set(f.get("receivers", ())):
+        return []
+    reads = set(f.get("reads", ()))
+    out: List[List[Any]] = []
+    for line, col, dest, flag in f["options"]:
+        if dest not in reads and all(e[3] != dest for e in out):
+            out.append(["option", line, col, dest, flag, []])
+    return out
 
 
 def _unused_config_keys(flow: Any, reads: Set[str]) -> List[Tuple[int, int, str, Tuple[Any, ...], List[Any]]]:

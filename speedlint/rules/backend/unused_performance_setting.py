@@ -8,7 +8,7 @@ import libcst as cst
 
 from speedlint.analyzer.providers.configs import ConfigSite
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, Fix, Impact, Rule, Status
-from speedlint.analyzer.settings_use import ACCUMULATION, COMPILE, LOADING, PRECISION, SEEDS_KEY
+from speedlint.analyzer.settings_use import ACCUMULATION, COMPILE, LOADING, PRECISION, SEEDS_KEY, unused_options_alone
 
 
 def _what_happens(name: str) -> str:
@@ -90,15 +90,20 @@ class UnusedPerformanceSetting(Rule):
         level=MEDIUM,
     )
     fixes = (DISPLAY_ONLY,)
-    #: only where the whole program says a setting of this file is never read (`seed_triggers`):
-    #: no text can say so on its own
-    triggers = ("\0",)
+    #: a file that declares options, or one the whole program says loads a config whose keys
+    #: nobody reads (`seed_triggers`)
+    triggers = ("add_argument",)
     seed_triggers = (SEEDS_KEY,)
+    #: the text filter and the seeds decide (the program's reads are not in the file's `ast`)
+    ast_precondition = staticmethod(lambda facts: True)
 
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
         super().__init__(ctx)
         seeds = ctx.seeds
-        entries: List[List[Any]] = list(seeds.project.get(SEEDS_KEY, ())) if seeds is not None else []
+        if seeds is not None and SEEDS_KEY in seeds.project:
+            entries: List[List[Any]] = list(seeds.project[SEEDS_KEY])
+        else:  # no program phase (stdin, an editor buffer): the file is the program
+            entries = unused_options_alone(ctx.source)
         self._options: Dict[Tuple[int, str], List[Any]] = {(e[1], e[4]): e for e in entries if e[0] == "option"}
         self._configs: Dict[int, List[List[Any]]] = {}
         for e in entries:
