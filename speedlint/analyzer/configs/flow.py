@@ -186,12 +186,12 @@ class ConfigFlow:
         out: List[Tuple[str, Set[Ref]]] = []
         facts = self.facts[mid]
         line = self.p.functions[fid][1]["line"] if fid is not None else 0
-        for at, target, fmt, spec, where in facts.get("loads", ()):
+        for at, target, fmt, spec, where, *kept in facts.get("loads", ()):
             if at != line:
                 continue
             sid = self._load_source(mid, fid, fmt, spec, where)
-            if sid is not None:
-                out.append((target, {(sid, (), False)}))
+            if sid is not None:  # (`kept`: the key path subscripted at load time, `json.load(f)["train"]`)
+                out.append((target, {(sid, tuple(kept[0]) if kept else (), False)}))
         for at, spec, name in facts.get("hydra", ()):
             if at != line or fid is None:
                 continue
