@@ -857,6 +857,8 @@ class Flow:
         if isinstance(expr, cst.Comparison):
             if any(isinstance(t.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for t in expr.comparisons):
                 return False
+            if any(_is_none(x) for x in (expr.left, *(t.comparator for t in expr.comparisons))):
+                return False  # `t == None`: a tensor compared with None is a Python bool (no sync)
             return self.is_tensor(expr.left, depth + 1) or any(
                 self.is_tensor(t.comparator, depth + 1) for t in expr.comparisons
             )
@@ -1089,3 +1091,7 @@ class Flow:
             if (scope, name.value) in self.index.binds:
                 return False
         return False
+
+
+def _is_none(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"
