@@ -19,7 +19,7 @@ from conftest import FIXTURES
 from speedlint.analyzer.config import declared_torch_range
 from speedlint.analyzer.project_scope import marker_folder, project_roots
 from speedlint.analyzer.rewrite import fix_paths
-from speedlint.analyzer.runner import Overrides, SettingsResolver, check_paths
+from speedlint.analyzer.runner import Overrides, SettingsResolver, check_paths, check_stdin
 
 PROJECTS = sorted(p for p in (FIXTURES / "projects").iterdir() if p.is_dir())
 
@@ -72,6 +72,20 @@ def test_a_file_named_alone_gets_its_findings_with_the_project(project, monkeypa
     monkeypatch.chdir(project)
     whole = _whole(project, use_cache=False)
     assert not _differences(_each_file_alone(project, use_cache=False), whole)
+
+
+@pytest.mark.parametrize("project", PROJECTS, ids=[p.name for p in PROJECTS])
+def test_a_buffer_on_stdin_gets_what_its_file_gets(project, monkeypatch):
+    """`speedlint check - --stdin-filename FILE` (an editor's buffer): the same findings as
+    the file on disk in `check .`, the rest of the project read from disk."""
+    monkeypatch.chdir(project)
+    whole = _whole(project, use_cache=False)
+    resolver = _resolver(project)
+    alone = {}
+    for rel in _python_files(project):
+        result = check_stdin((project / rel).read_text(encoding="utf-8"), rel, resolver, use_cache=False)
+        alone[rel] = _by_file(result).get(rel, set())
+    assert not _differences(alone, whole)
 
 
 def test_the_same_with_a_warm_cache(tmp_path, monkeypatch):
