@@ -1011,7 +1011,7 @@ class Flow:
             q = self.ctx.qualname(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
             if q is not None and (q.startswith(("numpy.", "math.", "time.", "random.")) or q == "numpy"):
                 return True
-            return self._host_torch_call(expr, q, depth)
+            return self._host_torch_call(expr, q, depth) or self.is_host_array(expr, depth + 1)
         if isinstance(expr, cst.Subscript):
             return self.is_host_array(expr.value, depth + 1)  # an element of a CPU tensor
         if isinstance(expr, cst.BinaryOperation):
@@ -1051,7 +1051,12 @@ class Flow:
             q = self.ctx.qualname(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
             if q is not None and (q.startswith("numpy.") or q == "numpy"):
                 return True
-            return self._host_torch_call(expr, q, depth)
+            if self._host_torch_call(expr, q, depth):
+                return True
+            # a function of this file every `return` of which gives a host tensor
+            # (`return torch.tensor(v)`, `return out.cpu()`): its result is on the host too
+            returns = self.returns(expr) if depth < 4 else []
+            return bool(returns) and all(self.is_host_array(r, depth + 2) for r in returns)
         if isinstance(expr, cst.Subscript):
             return self.is_host_array(expr.value, depth + 1)
         if isinstance(expr, cst.Name):
