@@ -140,7 +140,7 @@ def check(
             if force_exclude and stdin_filename and _stdin_excluded(stdin_filename, resolver):
                 result = RunResult()
             else:
-                result = check_stdin(text, name, resolver)
+                result = check_stdin(text, name, resolver, use_cache=not no_cache)
         else:
             result = check_paths(paths, resolver, force_exclude=force_exclude, profile=profile_rules, use_cache=not no_cache, jobs=jobs)
         if write_baseline is not None:

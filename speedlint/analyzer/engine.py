@@ -392,9 +392,10 @@ def check_source(
     rules: Sequence[Type[Rule]],
     settings: Settings,
     profile: Optional[Profile] = None,
+    seeds: "Optional[FileSeeds]" = None,
 ) -> FileResult:
     from speedlint.analyzer.suppress import apply_suppressions
 
-    analysis = analyze_text(source.text, path, rules, settings, profile)
+    analysis = analyze_text(source.text, path, rules, settings, profile, seeds=seeds)
     findings = apply_suppressions(analysis.findings, source.text, settings, path)
     return FileResult(path, findings, analysis.diagnostics, source.text, analysis.ctx is not None)

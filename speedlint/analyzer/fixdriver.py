@@ -27,7 +27,7 @@ from speedlint.analyzer.findings import Diagnostic, FixOutcome, allowed, unsafe_
 from speedlint.analyzer.notebook import NotebookError, is_notebook
 from speedlint.analyzer.notebook_fix import NotebookFixOutcome, fix_notebook
 from speedlint.analyzer.parallel import CheckWork, Job, process_files, read_bytes, rules_by_code
-from speedlint.analyzer.runner import SettingsResolver, cache_root, codes_for, collect_config_files, collect_files, display_path, rules_for
+from speedlint.analyzer.runner import SettingsResolver, cache_root, codes_for, collect_config_files, collect_files, display_path, program_scope, rules_for
 from speedlint.analyzer.sources import SourceError, decode, read_source
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -205,9 +205,13 @@ def compute_fixes(
     found = collect_files(paths, resolver, force_exclude)
     run = FixRun(missing=list(found.missing))
     files = [(path, display_path(path)) for path in found.files]
-    configs = collect_config_files(paths, resolver)
+    scope = program_scope(paths, files, resolver)  # the program is the project around the named files
+    configs = collect_config_files(list(scope.roots) if scope is not None else paths, resolver)
+    program_files = scope.files if scope is not None else None
     root = cache_root(resolver) if use_cache else None
-    results, _ = process_files(files, resolver.for_file, codes_for, root, jobs=jobs, config_files=configs, work=FixWork())
+    results, _ = process_files(
+        files, resolver.for_file, codes_for, root, jobs=jobs, config_files=configs, work=FixWork(), program_files=program_files
+    )
     fixed: Dict[int, FileFix] = {}
     for index, result in enumerate(results):
         run.diagnostics.extend(result.diagnostics)
@@ -218,7 +222,7 @@ def compute_fixes(
     for _ in range(MAX_PASSES - 1):
         if not fix_config_files(fresh, resolver, config_changes, run):
             break
-        fresh = _fix_again(files, fixed, resolver, configs, config_changes)
+        fresh = _fix_again(files, fixed, resolver, configs, config_changes, program_files)
     for index in sorted(fixed):
         path, shown = files[index]
         result = fixed[index]
@@ -235,17 +239,18 @@ def _fix_again(
     resolver: SettingsResolver,
     configs: Sequence[str],
     config_changes: Dict[str, FileChange],
+    program_files: Optional[Sequence[Tuple[Path, str]]] = None,
 ) -> List[FixOutcome]:
     """Another pass over the Python files (not notebooks) with the config files' new texts: the
     program is linked again, each file fixed from where the last pass left it. In-process: it
     only happens when fixes edit config files."""
     from speedlint.analyzer.configs.sources import overridden
     from speedlint.analyzer.fixing import fix_text
-    from speedlint.analyzer.parallel import default_jobs, program_seeds
+    from speedlint.analyzer.parallel import default_jobs, program_of
 
     fresh: List[FixOutcome] = []
     with overridden({p: c.outcome.fixed for p, c in config_changes.items()}):
-        seeds = program_seeds(files, None, default_jobs(), config_files=configs).seeds
+        seeds = program_of(files, program_files, None, default_jobs(), config_files=configs).seeds
         for index, (path, shown) in enumerate(files):
             earlier = fixed.get(index)
             if earlier is None or earlier.outcome is None or isinstance(earlier.outcome, NotebookFixOutcome):

@@ -315,6 +315,32 @@ def program_seeds(
     return _summarize_and_link(*args, profile)
 
 
+def program_of(
+    files: Sequence[Tuple[Path, str]],
+    program_files: Optional[Sequence[Tuple[Path, str]]],
+    cache: Optional["ResultCache"],
+    workers: int,
+    profile: Optional[Profile] = None,
+    codes: Optional[Sequence[Tuple[str, ...]]] = None,
+    config_files: Sequence[str] = (),
+) -> ProgramFacts:
+    """`program_seeds` of `files`, linked as part of `program_files` (which holds them, by
+    display path) when given: the facts come back by index in `files`. The files not in the run
+    are only summarised (no rules: their pre-look has nothing to decide)."""
+    if program_files is None:
+        return program_seeds(files, cache, workers, profile, codes, config_files)
+    run_index = {shown: i for i, (_, shown) in enumerate(files)}
+    where = [run_index.get(shown) for _, shown in program_files]
+    wide_codes = [codes[i] if codes is not None and i is not None else () for i in where] if codes is not None else None
+    got = program_seeds(program_files, cache, workers, profile, wide_codes, config_files)
+
+    def mine(by_index: Dict[int, Any]) -> Dict[int, Any]:
+        return {where[i]: v for i, v in by_index.items() if where[i] is not None}  # type: ignore[misc]
+
+    parsed = {where[i] for i in got.parsed if where[i] is not None}
+    return ProgramFacts(mine(got.seeds), mine(got.hints), mine(got.digests), parsed)  # type: ignore[arg-type]
+
+
 def _link_apart(files: Sequence[Tuple[Path, str]], workers: int) -> bool:
     """Whether to summarise and link in a child process: a large tree (the summaries of every
     file weigh about 8x its source, and the memory they leave behind stays with the process that
@@ -566,10 +592,12 @@ def process_files(
     jobs: Optional[int] = None,
     config_files: Sequence[str] = (),
     work: CheckWork = CHECK,
+    program_files: Optional[Sequence[Tuple[Path, str]]] = None,
 ) -> Tuple[List[Any], List[str]]:
     """Run `work` on `files` ((path, display path) pairs): the program phase, then each file from
     the cache when its entry answers, else in the pool. Returns the results in the order of
-    `files` (whatever order the workers finish in), and warnings."""
+    `files` (whatever order the workers finish in), and warnings. `program_files`, when given,
+    is the whole program the files belong to (`project_scope`): it is linked, `files` analysed."""
     from speedlint.analyzer.cache import ResultCache, content_hash
 
     start = time.perf_counter()
@@ -593,7 +621,7 @@ def process_files(
             by_folder[folder] = by_settings[settings]
         settings_of.append(by_folder[folder])
     cwd = os.getcwd()
-    program = program_seeds(files, cache, workers, profile, [c for _, c, _ in settings_of], config_files)
+    program = program_of(files, program_files, cache, workers, profile, [c for _, c, _ in settings_of], config_files)
     t_read = t_cache = 0.0
     triggers_of: Dict[Tuple[str, ...], Set[str]] = {}  # enabled rules -> the seed keys their pre-filter reads
     for index, (path, shown) in enumerate(files):

@@ -203,12 +203,21 @@ def check_paths(
     result = RunResult(missing=found.missing, profile=Profile() if profile else None)
     files = [(path, display_path(path)) for path in found.files]
     root = cache_root(resolver) if use_cache else None
-    configs = collect_config_files(paths, resolver)
-    result.files, warnings = process_files(files, resolver.for_file, codes_for, root, result.profile, jobs, config_files=configs)
+    scope = program_scope(paths, files, resolver)
+    configs = collect_config_files(list(scope.roots) if scope is not None else paths, resolver)
+    program_files = scope.files if scope is not None else None
+    result.files, warnings = process_files(files, resolver.for_file, codes_for, root, result.profile, jobs, config_files=configs, program_files=program_files)
     result.files = group_config_results(result.files, resolver)
     for message in warnings:
         result.files.append(FileResult(str(root), diagnostics=[Diagnostic(str(root), message, "warning")]))
     return result
+
+
+def program_scope(paths: Sequence[str], files: Sequence[Tuple[Path, str]], resolver: SettingsResolver):  # type: ignore[no-untyped-def]
+    """The program around the named `files` (`project_scope`): None when they are it already."""
+    from speedlint.analyzer.project_scope import project_scope
+
+    return project_scope(paths, files, excludes_for(resolver), display_path)
 
 
 def collect_config_files(paths: Sequence[str], resolver: SettingsResolver) -> List[str]:
@@ -293,12 +302,28 @@ def use_cached_catalogue(config: Optional[Path], isolated: bool) -> None:
         pass  # reported when the settings are read
 
 
-def check_stdin(text: str, filename: str, resolver: SettingsResolver) -> RunResult:
+def check_stdin(text: str, filename: str, resolver: SettingsResolver, use_cache: bool = True) -> RunResult:
+    """Code read from stdin, checked as `filename`: with a real file name, as part of the
+    program around it (`project_scope`, `buffer_program`), like the file on disk would be."""
     from speedlint.analyzer.notebook import check_notebook_text, is_notebook
     from speedlint.analyzer.engine import check_source
 
     settings = resolver.for_file(Path(filename))
     if is_notebook(filename):  # `--stdin-filename train.ipynb`: stdin holds the notebook's JSON
         return RunResult(files=[check_notebook_text(text, filename, rules_for(settings), settings)])
-    res = check_source(Source(text, "utf-8"), filename, rules_for(settings), settings)
+    seeds = stdin_seeds(text, filename, resolver, use_cache) if filename != "-" else None
+    res = check_source(Source(text, "utf-8"), filename, rules_for(settings), settings, seeds=seeds)
     return RunResult(files=[res])
+
+
+def stdin_seeds(text: str, filename: str, resolver: SettingsResolver, use_cache: bool):  # type: ignore[no-untyped-def]
+    """The whole-program seeds of a buffer named `filename` (None when it names no project)."""
+    from speedlint.analyzer.buffer_program import buffer_seeds
+
+    path = Path(filename)
+    shown = display_path(path)
+    scope = program_scope([filename], [(path, shown)], resolver) if path.parent.is_dir() else None
+    if scope is None:
+        return None
+    configs = collect_config_files(list(scope.roots), resolver)
+    return buffer_seeds(text, path, shown, scope.files, configs, cache_root(resolver) if use_cache else None)

@@ -56,6 +56,7 @@ class ConfigFlow:
             self._def_lines.append({p.functions[fid][1]["line"]: fid for fid in m.fids})
         self._roots: Dict[Tuple[int, Optional[int]], List[Tuple[str, Set[Ref]]]] = {}
         self._shared = False
+        self.load_sites: Dict[int, Tuple[int, int]] = {}  # source id -> (module, line) of its first load (SPD704)
 
     # -- sources -----------------------------------------------------------------------------
     def _source(self, layers: List[Layer]) -> Optional[int]:
@@ -165,7 +166,10 @@ class ConfigFlow:
             doc, _ = load(path)
             if doc is not None and doc.broken:
                 self.problems.setdefault(mid, []).append((path, 0, f"cannot read this config file ({doc.problem}); its values are not checked"))
-        return self._source(layers)
+        sid = self._source(layers)
+        if sid is not None:
+            self.load_sites.setdefault(sid, (mid, line))
+        return sid
 
     # -- evaluation --------------------------------------------------------------------------
     def _body(self, mid: int, fid: Optional[int]) -> Dict[str, Any]:
@@ -180,12 +184,12 @@ class ConfigFlow:
         out: List[Tuple[str, Set[Ref]]] = []
         facts = self.facts[mid]
         line = self.p.functions[fid][1]["line"] if fid is not None else 0
-        for at, target, fmt, spec, where in facts.get("loads", ()):
+        for at, target, fmt, spec, where, *kept in facts.get("loads", ()):
             if at != line:
                 continue
             sid = self._load_source(mid, fid, fmt, spec, where)
-            if sid is not None:
-                out.append((target, {(sid, (), False)}))
+            if sid is not None:  # (`kept`: the key path subscripted at load time, `json.load(f)["train"]`)
+                out.append((target, {(sid, tuple(kept[0]) if kept else (), False)}))
         for at, spec, name in facts.get("hydra", ()):
             if at != line or fid is None:
                 continue
@@ -438,10 +442,12 @@ def _is_parse_args(expr: Any) -> bool:
     return func[0] == "a" and func[2] in ("parse_args", "parse_known_args")
 
 
-def add_config_seeds(hot: Hotness, seeds: Dict[str, FileSeeds], new_seeds: Callable[[], FileSeeds], config_files: Iterable[str]) -> None:
-    """Follow configs through the program and add what each file needs to its seeds."""
+def add_config_seeds(hot: Hotness, seeds: Dict[str, FileSeeds], new_seeds: Callable[[], FileSeeds], config_files: Iterable[str]) -> Optional[ConfigFlow]:
+    """Follow configs through the program and add what each file needs to its seeds; returns
+    the flow (which config files the program loads, and where), None when nothing loads one."""
     if not any(m.summary.get("configs") for m in hot.p.modules):
-        return
+        return None
     flow = ConfigFlow(hot, config_files)
     flow.run()
     flow.add_seeds(seeds, new_seeds)
+    return flow

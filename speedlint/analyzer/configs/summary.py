@@ -227,12 +227,21 @@ class _ConfigFacts:
                 name = target.id if isinstance(target, ast.Name) else dotted_name(target) if isinstance(target, ast.Attribute) else None
                 if name is None:
                     continue
+                keys: List[Any] = []  # `json.load(f)["train"]`: the part of the file kept
+                while isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Constant) and isinstance(value.slice.value, (str, int)):
+                    keys.insert(0, value.slice.value)
+                    value = value.value
+                if keys and not isinstance(value, ast.Call):
+                    value = stmt.value
+                    keys = []
                 if isinstance(value, ast.Call):
                     q = self.qualname(value.func)
                     fmt, spec = self._load(value, q, binds, params, opened, read)
                     if fmt is not None:
-                        self.loads.append([line, name, fmt, spec, stmt.lineno])
+                        self.loads.append([line, name, fmt, spec, stmt.lineno, *([keys] if keys else [])])
                         continue
+                    if keys:
+                        continue  # a subscript of another call's result
                     if q in _PARSERS:
                         parsers[name] = True
                         continue

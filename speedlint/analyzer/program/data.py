@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set
 
 from speedlint.analyzer.configs.flow import add_config_seeds
+from speedlint.analyzer.settings_use import add_unused_setting_seeds
 from speedlint.analyzer.program.hotness import Hotness
 from speedlint.analyzer.program.link import FileSeeds, Program
 from speedlint.analyzer.program.loader_summary import _IN_MEMORY_CALLS
@@ -61,7 +62,8 @@ def add_data_seeds(hot: Hotness, seeds: Dict[str, FileSeeds], new_seeds: Callabl
     _iter_wrappers(hot, out)
     _distributed(hot, out)
     _in_memory(hot, out)
-    add_config_seeds(hot, seeds, new_seeds, config_files)
+    flow = add_config_seeds(hot, seeds, new_seeds, config_files)
+    add_unused_setting_seeds(hot, out.project, flow)  # SPD704 (`settings_use`)
 
 
 class _Seeds:

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from speedlint.analyzer.configs.summary import config_summary, walk
 from speedlint.analyzer.program.loader_summary import loader_summary
+from speedlint.analyzer.settings_use import settings_summary
 from speedlint.analyzer.program.schema import (
     C_FLAGS, C_FUNC, C_KWS, C_LINE, CACHE_FILL, CONDITIONAL, EVAL_ONLY, GRAD_OFF, GUARDED, HANDLER, INT, ONE_ITERATION, PROPERTY, SPLAT,
     SUMMARY_FORMAT, TRAIN_ONLY,
@@ -1022,6 +1023,9 @@ def _data_facts(summary: Dict[str, Any], text: str, tree: ast.Module) -> None:
     configs = config_summary(tree, text)
     if configs:
         summary["configs"] = configs
+    settings = settings_summary(tree, text)  # performance settings set and read (SPD704)
+    if settings:
+        summary["settings"] = settings
     loaders = loader_summary(tree, text)
     if loaders:
         summary["loaders"] = loaders

@@ -851,6 +851,8 @@ class Flow:
         if isinstance(expr, cst.Comparison):
             if any(isinstance(t.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for t in expr.comparisons):
                 return False
+            if any(_is_none(x) for x in (expr.left, *(t.comparator for t in expr.comparisons))):
+                return False  # `t == None`: a tensor compared with None is a Python bool (no sync)
             return self.is_tensor(expr.left, depth + 1) or any(
                 self.is_tensor(t.comparator, depth + 1) for t in expr.comparisons
             )
@@ -1003,7 +1005,7 @@ class Flow:
             q = self.ctx.qualname(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
             if q is not None and (q.startswith(("numpy.", "math.", "time.", "random.")) or q == "numpy"):
                 return True
-            return self._host_torch_call(expr, q, depth)
+            return self._host_torch_call(expr, q, depth) or self.is_host_array(expr, depth + 1)
         if isinstance(expr, cst.Subscript):
             return self.is_host_array(expr.value, depth + 1)  # an element of a CPU tensor
         if isinstance(expr, cst.BinaryOperation):
@@ -1043,7 +1045,12 @@ class Flow:
             q = self.ctx.qualname(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
             if q is not None and (q.startswith("numpy.") or q == "numpy"):
                 return True
-            return self._host_torch_call(expr, q, depth)
+            if self._host_torch_call(expr, q, depth):
+                return True
+            # a function of this file every `return` of which gives a host tensor
+            # (`return torch.tensor(v)`, `return out.cpu()`): its result is on the host too
+            returns = self.returns(expr) if depth < 4 else []
+            return bool(returns) and all(self.is_host_array(r, depth + 2) for r in returns)
         if isinstance(expr, cst.Subscript):
             return self.is_host_array(expr.value, depth + 1)
         if isinstance(expr, cst.Name):
@@ -1083,3 +1090,7 @@ class Flow:
             if (scope, name.value) in self.index.binds:
                 return False
         return False
+
+
+def _is_none(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"

@@ -6,6 +6,7 @@ import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, SAFE, Fix, Impact, ImportSpec, Rule
 from speedlint.analyzer.configs.edit import value_edit
+from speedlint.analyzer.providers.anchors import keyword_anchor
 from speedlint.analyzer.providers.loaders import code_site as _code_site, LOADER_TRIGGERS, batches_to_cuda, config_site, is_dataloader, kwarg, may_build_loader
 
 
@@ -113,4 +114,4 @@ class DataLoaderPageableMemory(Rule):
             origin = value.origin if value is not None else None
             if value is not None and not pin.conditional and value.kind in ("literal", "dict") and isinstance(origin, cst.Name) and origin.value == "False":
                 fix = Fix.replace(origin, cst.parse_expression(PIN_CODE), "Set `pin_memory=torch.cuda.is_available()`", SAFE, [ImportSpec("torch")])
-        self.report(node, message, fix=fix or Fix.advice("Pin host memory: `pin_memory=True` when training on CUDA"))
+        self.report(keyword_anchor(pin, node), message, fix=fix or Fix.advice("Pin host memory: `pin_memory=True` when training on CUDA"))

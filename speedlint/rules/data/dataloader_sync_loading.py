@@ -6,6 +6,7 @@ import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, UNSAFE, Fix, Impact, Rule
 from speedlint.analyzer.configs.edit import value_edit
+from speedlint.analyzer.providers.anchors import keyword_anchor
 from speedlint.analyzer.providers.loaders import code_site as _code_site, CONFIG_WORKERS, LOADER_TRIGGERS, config_site, is_dataloader, may_build_loader, workers_text
 
 
@@ -135,11 +136,11 @@ class DataLoaderSyncLoading(Rule):
             return
         reason = loader_plan.reason
         if reason:
-            self.report(node, f"{message} (not rewritten: {reason})", fix=Fix.advice(f"Set `num_workers` from the CPU count by hand: {reason}"))
+            self.report(keyword_anchor(workers, node), f"{message} (not rewritten: {reason})", fix=Fix.advice(f"Set `num_workers` from the CPU count by hand: {reason}"))
             return
         settings, seeds = self.ctx.settings, self.ctx.seeds
         title = "Load batches in worker processes (num_workers from the CPU count"
         if module_plan.guard_from is not None:
             title += "; adds an `if __name__ == \"__main__\":` guard"
         title += ")"
-        self.report(node, message, fix=Fix(title, UNSAFE, fixer=lambda module: tune_module(module, settings, seeds)))
+        self.report(keyword_anchor(workers, node), message, fix=Fix(title, UNSAFE, fixer=lambda module: tune_module(module, settings, seeds)))

@@ -8,6 +8,8 @@ import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, SAFE, Fix, Impact, Rule
 from speedlint.analyzer.configs.edit import value_edit
+from speedlint.analyzer.providers.worker_counts import cpu_count_workers
+from speedlint.analyzer.providers.anchors import keyword_anchor
 from speedlint.analyzer.providers.loaders import code_site as _code_site, LOADER_TRIGGERS, config_site, is_dataloader, kwarg, loader_facts, loader_kind, may_build_loader
 
 
@@ -83,8 +85,10 @@ class DataLoaderWorkersRespawned(Rule):
         if not is_dataloader(ctx, node):
             return
         workers = kwarg(ctx, node, "num_workers")
+        # the CPU count (`os.cpu_count()`): at least one worker on every machine
+        cpus = cpu_count_workers(ctx, workers.node.value) if workers.value is None and isinstance(workers.node, (cst.Arg, cst.DictElement)) else None
         # workers on some path (`{"num_workers": 1, ...} if use_cuda else {}`): respawned there
-        if workers.value is None or not workers.value.all(_count) or not workers.value.any(lambda v: v >= 1):
+        if cpus is None and (workers.value is None or not workers.value.all(_count) or not workers.value.any(lambda v: v >= 1)):
             return
         persistent = kwarg(ctx, node, "persistent_workers")
         if persistent.unknown or (persistent.value is not None and persistent.value.any(bool)):
@@ -93,9 +97,9 @@ class DataLoaderWorkersRespawned(Rule):
         elsewhere = ctx.loader_use(node).get("epoch") if epoch is None and not self._rebuilt_where_iterated(node) else None
         if epoch is None and elsewhere is None:
             return
-        count = "/".join(str(v) for v in workers.value.options if v >= 1)
+        count = f"`{cpus}`" if cpus is not None else "/".join(str(v) for v in workers.value.options if v >= 1)
         message = f"{count} worker process(es) are started again every epoch: `persistent_workers` is not set"
-        if workers.value.any(lambda v: v == 0):
+        if workers.value is not None and workers.value.any(lambda v: v == 0):
             message += " (when workers are used: `num_workers` may also be 0)"
         if elsewhere is not None:
             message += f" (the loader is iterated every epoch at {elsewhere})"
@@ -109,7 +113,7 @@ class DataLoaderWorkersRespawned(Rule):
             return
         if not persistent.missing:
             message = message.replace("is not set", "is false")
-        self.report(node, message, fix=self._fix(node, workers, persistent) or Fix.advice("Set `persistent_workers=True` (workers > 0)"))
+        self.report(keyword_anchor(persistent, node), message, fix=self._fix(node, workers, persistent) or Fix.advice("Set `persistent_workers=True` (workers > 0)"))
 
     def _rebuilt_where_iterated(self, call: cst.Call) -> bool:
         """Every loop of this file over the loader is in the epoch loop that builds it anew."""

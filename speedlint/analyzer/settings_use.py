@@ -1,0 +1,293 @@
+"""Performance settings the user sets and no code reads (SPD704), over the whole program.
+
+A file's summary (`settings_summary`, from its `ast`) says which performance options it declares
+with argparse (`--fp16`, `--amp`, `--num_workers`, `--accumulation_steps`, `--compile`), which
+setting names it reads (an attribute `args.fp16`, a string key `cfg["use_amp"]`,
+`cfg.get("workers")`, `getattr(args, "fp16")`), and whether it hands a namespace or config over
+whole: `vars(args)`, `args.__dict__`, `**cfg`, `getattr(args, name)` with a computed name,
+`cfg.items()`, `hydra.utils.instantiate(cfg.trainer)`, or `args` passed to a library (which may
+read any attribute: `Trainer.from_argparse_args(args)`, `deepspeed.initialize(args=args)`).
+
+The link (`add_unused_setting_seeds`) puts together what the program reads; when anything is
+handed over whole, every setting may be read and nothing is reported. Otherwise a declared
+option whose name no code reads, and a performance key of a config file the program loads
+(`configs.flow`) that no code reads (nor a framework node, a mapping with Hydra's `_target_`),
+go into the seeds of the file that declares the option or loads the config
+(`project["unused_settings"]`).
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+
+from speedlint.analyzer.configs.reader import Mapping, kind_of, scalars
+from speedlint.analyzer.configs.sources import load
+
+#: Setting names that only change speed (precision, accumulation, loading, compilation).
+PRECISION = frozenset({
+    "fp16", "bf16", "amp", "use_amp", "use_fp16", "use_bf16", "mixed_precision", "half", "apex", "autocast", "use_autocast",
+})
+ACCUMULATION = frozenset({
+    "accumulation_steps", "accum_steps", "grad_accum", "grad_accum_steps", "gradient_accumulation_steps",
+    "accumulate_grad_batches", "accum_iter", "grad_accumulation_steps",
+})
+LOADING = frozenset({"num_workers", "workers", "n_workers", "pin_memory", "persistent_workers", "prefetch_factor"})
+COMPILE = frozenset({"compile", "torch_compile", "use_compile", "channels_last", "cudnn_benchmark", "allow_tf32", "tf32"})
+PERFORMANCE_SETTINGS = PRECISION | ACCUMULATION | LOADING | COMPILE
+
+#: Names that usually hold the parsed options or a config (`args.fp16`, `cfg["amp"]`).
+NAMESPACE_NAMES = frozenset({
+    "args", "opt", "opts", "options", "hparams", "hps", "hp", "flags", "FLAGS", "cfg", "config", "conf", "configs",
+    "params", "arguments", "parsed_args", "cmd_args", "train_args", "training_args", "train_cfg", "train_config",
+})
+#: Libraries that take a namespace only to print, log or save it: they read no setting.
+HARMLESS_RECEIVERS = frozenset({
+    "logging", "logger", "log", "wandb", "json", "pprint", "yaml", "pickle", "mlflow", "neptune", "torch", "os", "sys",
+    "copy", "print", "str", "repr", "dict", "tensorboard", "tb", "writer", "np", "numpy",
+})
+#: Calls that read every key of a config (Hydra, OmegaConf): the config is handed over whole.
+WHOLE_READERS = frozenset({"instantiate", "to_container", "to_object", "to_yaml", "asdict", "from_argparse_args", "parse_obj", "model_validate"})
+
+_TEXT_HINTS = tuple(sorted(PERFORMANCE_SETTINGS)) + ("vars(", "__dict__", "getattr(", "setattr(", "**", ".items(", "instantiate")
+
+
+def _dest(call: ast.Call) -> Optional[Tuple[str, str]]:
+    """(dest, option string) of an `add_argument` call, or None (positionals too)."""
+    flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    if not flags or not all(f.startswith("-") for f in flags):
+        return None
+    for kw in call.keywords:
+        if kw.arg == "dest" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+            return kw.value.value, flags[0]
+        if kw.arg == "action" and isinstance(kw.value, ast.Constant) and kw.value.value in ("help", "version"):
+            return None
+    long = [f for f in flags if f.startswith("--")]
+    flag = long[0] if long else flags[0]
+    return flag.lstrip("-").replace("-", "_"), flag
+
+
+def _last(node: ast.AST) -> Optional[str]:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _root(node: ast.AST) -> Optional[str]:
+    while isinstance(node, (ast.Attribute, ast.Call, ast.Subscript)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def settings_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
+    """The file's settings facts (None when it has none): `options` [[line, col, dest, flag]],
+    `reads` [names], `whole` (hands a namespace or config over whole), `receivers` [names of
+    imported modules or objects that a namespace is passed to]."""
+    if not any(h in text for h in _TEXT_HINTS):
+        return None
+    namespaces: Set[str] = set(NAMESPACE_NAMES)
+    kwarg_params: Set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _last(node.value.func) in ("parse_args", "parse_known_args"):
+            for target in node.targets:
+                for t in ast.walk(target):
+                    if isinstance(t, ast.Name):
+                        namespaces.add(t.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and node.args.kwarg is not None:
+            kwarg_params.add(node.args.kwarg.arg)
+
+    def is_namespace(node: ast.AST) -> bool:
+        if isinstance(node, ast.Call) and _last(node.func) == "vars":
+            return True
+        if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+            return True
+        name = _last(node)
+        return name is not None and name in namespaces
+
+    options: List[List[Any]] = []
+    option_strings: Set[int] = set()  # ids of the constants that name an option (not reads)
+    reads: Set[str] = set()
+    receivers: Set[str] = set()
+    whole = False
+    for node in ast.walk(tree):
+        kind = node.__class__
+        if kind is ast.Call:
+            func = node.func
+            name = _last(func)
+            if name == "add_argument":
+                got = _dest(node)
+                for a in node.args:
+                    option_strings.add(id(a))
+                for kw in node.keywords:
+                    if kw.arg == "dest":
+                        option_strings.add(id(kw.value))
+                if got is not None and got[0] in PERFORMANCE_SETTINGS:
+                    options.append([node.lineno, node.col_offset, got[0], got[1]])
+                continue
+            if name == "vars" or name in WHOLE_READERS:
+                whole = whole or name in WHOLE_READERS or any(is_namespace(a) for a in node.args)
+            elif name in ("getattr", "setattr", "hasattr", "delattr") and len(node.args) >= 2:
+                key = node.args[1]
+                if not (isinstance(key, ast.Constant) and isinstance(key.value, str)) and is_namespace(node.args[0]):
+                    whole = True
+            elif name in ("items", "keys", "values") and isinstance(func, ast.Attribute) and (is_namespace(func.value) or _root(func.value) in namespaces):
+                whole = True  # `cfg["train"].items()`: every key of a (sub-)config
+            for value in [*node.args, *(kw.value for kw in node.keywords)]:
+                if isinstance(value, ast.Starred):
+                    value = value.value
+                if is_namespace(value):
+                    root = _root(func)
+                    if root is not None and root not in HARMLESS_RECEIVERS:
+                        receivers.add(root)
+            for kw in node.keywords:
+                if kw.arg is None:  # `f(**x)`: every key of x reaches f's parameters
+                    spread = kw.value
+                    if not (isinstance(spread, ast.Name) and spread.id in kwarg_params) and not isinstance(spread, ast.Dict):
+                        whole = True
+        elif kind is ast.Attribute:
+            if node.attr in PERFORMANCE_SETTINGS and not isinstance(node.ctx, ast.Store):
+                reads.add(node.attr)
+            elif node.attr == "__dict__":
+                whole = True
+        elif kind is ast.Constant:
+            if isinstance(node.value, str) and node.value in PERFORMANCE_SETTINGS and id(node) not in option_strings:
+                reads.add(node.value)
+        elif kind is ast.Name:
+            if node.id in PERFORMANCE_SETTINGS and isinstance(node.ctx, ast.Load):
+                reads.add(node.id)  # a local of that name (`fp16 = args.fp16` reads it too; a parameter filled by `**`)
+        elif kind is ast.arg:
+            if node.arg in PERFORMANCE_SETTINGS:
+                reads.add(node.arg)  # a parameter of that name: filled by keyword or `**` from the setting
+        elif kind is ast.keyword:
+            pass
+    if not (options or reads or whole or receivers):
+        return None
+    out: Dict[str, Any] = {}
+    if options:
+        out["options"] = options
+    if reads:
+        out["reads"] = sorted(reads)
+    if whole:
+        out["whole"] = True
+    if receivers:
+        out["receivers"] = sorted(receivers)
+    return out
+
+
+def _handed_to_library(hot: Any, mid: int, receivers: Iterable[str]) -> bool:
+    """Whether a namespace of module `mid` is passed to something imported from outside the
+    project (it may read any setting), or to a name that is not imported nor defined here."""
+    p = hot.p
+    imports = p.modules[mid].summary["imports"]
+    for name in receivers:
+        imp = imports.get(name)
+        if imp is None:
+            continue  # a local object or function of the file (`Trainer(args)`, `main(args)`)
+        target = p._find_module(mid, imp[1], 0 if imp[0] == "mod" else imp[2])
+        if target is None:
+            return True
+    return False
+
+
+#: (seeds key) what a file's rules get: [kind, line, col, name, flag or config path, key path]
+SEEDS_KEY = "unused_settings"
+
+
+def add_unused_setting_seeds(hot: Any, project: Any, flow: Any = None) -> None:
+    """The unused settings of the program into the seeds of the files that declare or load
+    them (`project(shown)`: that file's `FileSeeds.project`). `flow`: the program's
+    `configs.flow.ConfigFlow` (the config files it loads, and where), if any."""
+    p = hot.p
+    facts = [m.summary.get("settings") or {} for m in p.modules]
+    for mid, f in enumerate(facts):
+        if f.get("options"):  # checked by the program (`[]`: none unused), not by the file alone
+            project(p.modules[mid].shown)[SEEDS_KEY] = []
+    if not any(f.get("options") for f in facts) and (flow is None or not getattr(flow, "load_sites", None)):
+        return
+    if any(f.get("whole") for f in facts):
+        return
+    if any(f.get("receivers") and _handed_to_library(hot, mid, f["receivers"]) for mid, f in enumerate(facts)):
+        return
+    reads: Set[str] = set()
+    for f in facts:
+        reads.update(f.get("reads", ()))
+    out: Dict[int, List[List[Any]]] = {}
+    for mid, f in enumerate(facts):
+        seen: Set[str] = set()
+        for line, col, dest, flag in f.get("options", ()):
+            if dest not in reads and dest not in seen:
+                seen.add(dest)
+                out.setdefault(mid, []).append(["option", line, col, dest, flag, []])
+    if flow is not None:
+        for mid, line, path, keys, site in _unused_config_keys(flow, reads):
+            out.setdefault(mid, []).append(["config", line, 0, str(keys[-1]), path, list(keys), site])
+    for mid, entries in sorted(out.items()):
+        project(p.modules[mid].shown)[SEEDS_KEY] = entries
+
+
+def unused_options_alone(text: str) -> List[List[Any]]:
+    """The unused options of a file checked without the program phase (stdin, an editor
+    buffer): the file is the whole program; a namespace passed to anything imported may be
+    read there (silent)."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return []
+    f = settings_summary(tree, text) or {}
+    if not f.get("options") or f.get("whole"):
+        return []
+    imported: Set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            imported.update((a.asname or a.name).split(".")[0] for a in node.names)
+    if imported & set(f.get("receivers", ())):
+        return []
+    reads = set(f.get("reads", ()))
+    out: List[List[Any]] = []
+    for line, col, dest, flag in f["options"]:
+        if dest not in reads and all(e[3] != dest for e in out):
+            out.append(["option", line, col, dest, flag, []])
+    return out
+
+
+def _unused_config_keys(flow: Any, reads: Set[str]) -> List[Tuple[int, int, str, Tuple[Any, ...], List[Any]]]:
+    """(loading module, load line, config path, key path, where the value is written: [line,
+    col, end col, raw, style, shared, value, kind]) of the performance keys of the config files
+    the program loads that no code reads."""
+    out: List[Tuple[int, int, str, Tuple[Any, ...], List[Any]]] = []
+    done: Set[str] = set()
+    for sid, (mid, line) in sorted(flow.load_sites.items()):
+        for path, _mount, _digest in flow.sources[sid]:
+            if path in done:
+                continue
+            done.add(path)
+            doc, _ = load(path)
+            if doc is None or not doc.understood:
+                continue
+            for keys, scalar in scalars(doc.root):
+                name = keys[-1] if keys else None
+                if not isinstance(name, str) or name not in PERFORMANCE_SETTINGS or name in reads or not scalar.located:
+                    continue
+                if _instantiated(doc.root, keys, Mapping):
+                    continue  # Hydra instantiates that node: the framework reads its keys
+                site = [scalar.line, scalar.col, scalar.end_col, scalar.raw, scalar.style, scalar.shared, scalar.value, kind_of(path) or "yaml"]
+                out.append((mid, line, path, tuple(keys), site))
+    return out
+
+
+def _instantiated(root: Any, keys: Tuple[Any, ...], mapping: type) -> bool:
+    """Whether a mapping on the way to `keys` has Hydra's `_target_` (it is instantiated)."""
+    node = root
+    for k in keys[:-1]:
+        if not isinstance(node, mapping):
+            return False
+        if "_target_" in node.entries:
+            return True
+        node = node.get(str(k))
+    return isinstance(node, mapping) and "_target_" in node.entries

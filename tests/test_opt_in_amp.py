@@ -1,0 +1,39 @@
+"""SPD301 on AMP behind an opt-in option that defaults off: FP32 by default, medium impact, and
+advice to turn the option on (the AMP is already written); an opt-out option is AMP on."""
+
+from __future__ import annotations
+
+from conftest import FIXTURES
+from fixture_support import load_fixture
+from speedlint.analyzer.engine import analyze_text
+from speedlint.analyzer.program import link, summarize
+from speedlint.analyzer.registry import select_rules
+from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM
+
+
+def _findings():
+    fixture = load_fixture(FIXTURES / "rules" / "SPD301.py")
+    seeds = link([(str(fixture.path.resolve()), str(fixture.path), summarize(fixture.text))]).get(str(fixture.path))
+    settings = fixture.settings()
+    analysis = analyze_text(fixture.text, str(fixture.path), select_rules(settings.select), settings, seeds=seeds)
+    return fixture, analysis.findings
+
+
+def _line(fixture, needle: str, after: int = 0) -> int:
+    return next(i for i, l in enumerate(fixture.text.splitlines(), start=1) if i > after and needle in l)
+
+
+def test_opt_in_amp_is_medium_with_advice():
+    fixture, findings = _findings()
+    for function in ("def train_opt_in(", "def train_opt_in_enabled("):
+        line = _line(fixture, "# expect: SPD301", _line(fixture, function))
+        (f,) = [f for f in findings if f.line == line]
+        assert "off by default" in f.message
+        assert f.impact.level == MEDIUM
+        assert f.fix is not None and f.fix.applicability is DISPLAY_ONLY and "on by default" in f.fix.title
+
+
+def test_opt_out_amp_is_not_reported():
+    fixture, findings = _findings()
+    start = _line(fixture, "def train_opt_out")
+    assert not [f for f in findings if f.line > start]
