@@ -6,7 +6,8 @@ from __future__ import annotations
 from conftest import FIXTURES
 from fixture_support import load_fixture
 from speedlint.analyzer.engine import analyze_text
-from speedlint.analyzer.program import link, summarize
+from speedlint.analyzer.program.facts import link
+from speedlint.analyzer.program.summary import summarize
 from speedlint.analyzer.registry import select_rules
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM
 

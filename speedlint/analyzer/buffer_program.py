@@ -12,7 +12,9 @@ import os
 from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple
 
-from speedlint.analyzer.program import FileSeeds, link, summarize
+from speedlint.analyzer.program.facts import link
+from speedlint.analyzer.program.link import FileSeeds
+from speedlint.analyzer.program.summary import summarize
 
 #: The files whose summaries take part in the program (notebooks are left out here: a cell
 #: table is needed to place chains in them).
