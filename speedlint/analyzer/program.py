@@ -45,6 +45,8 @@ from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set
 from speedlint.analyzer.configs.summary import dotted_name as _dotted
 from speedlint.analyzer.configs.summary import walk
 from speedlint.analyzer.textscan import may_use_gpu, says_grad_off
+from speedlint.analyzer.frameworks.hooks import class_hooks  # [frameworks]
+from speedlint.analyzer.frameworks.seeds import add_framework_seeds  # [frameworks]
 
 #: The summary format (bump when `summarize` changes what it records).
 SUMMARY_FORMAT = 10
@@ -2195,6 +2197,8 @@ class Hotness:
         #: (caller's module, caller's fid or None, index of the call)
         self.hot_sites: Dict[int, Set[Tuple[int, Optional[int], int]]] = {}
         self._by_shown: Optional[Dict[str, int]] = None
+        self.framework_hooks: Dict[int, str] = {}  # [frameworks] fid -> "step"/"eval": a framework runs it
+        self.framework_modules: Set[int] = set()  # [frameworks] modules holding such hooks
         self._roots()
 
     # calls of a function or module body, with the callee fids
@@ -2322,6 +2326,14 @@ class Hotness:
             if "__call__" in c["methods"] and re.search(r"collat", q, re.I):
                 self._seed(queue, p.modules[mid].fids[c["methods"]["__call__"]], SAMPLE, ())
         self._hand_written_loaders(queue, units)
+        # [frameworks] hooks a framework's own loop runs per step / per eval batch (frameworks.hooks)
+        for cid, (mid, q, c) in enumerate(p.classes):
+            for name, kind in class_hooks(p.all_base_names(cid), c["methods"]).items():
+                if kind in (STEP, EVAL):
+                    fid = p.modules[mid].fids[c["methods"][name]]
+                    self.framework_hooks[fid] = kind
+                    self.framework_modules.add(mid)
+                    self._seed(queue, fid, kind, (Hop(p.modules[mid].shown, p.functions[fid][1]["line"], f"{q}.{name}"),))
         # functions passed as collate_fn=
         for mid, fid in units:
             body = self._body(mid, fid)
@@ -2776,7 +2788,7 @@ class Hotness:
             seeds.functions[local] = dict(kinds)
             for chain in kinds.values():
                 root = self._root_module(chain) if chain else mid
-                if root is not None and gpu_of[root]:
+                if root is not None and (gpu_of[root] or root in self.framework_modules):  # [frameworks] its trainer places it
                     seeds.gpu = True
         for mid, fid, loop in self.step_loops:
             m = p.modules[mid]
@@ -3035,6 +3047,7 @@ def link(files: Sequence[Tuple[str, str, Dict[str, Any]]], config_files: Sequenc
     from speedlint.analyzer.loader_program import add_data_seeds
 
     add_data_seeds(hot, seeds, FileSeeds, config_files)
+    add_framework_seeds(hot, seeds, FileSeeds, config_files)  # [frameworks]
     for mid, known in hot.config_defaults(config_files).items():
         m = program.modules[mid]
         if m.summary.get("loaders") or m.shown in seeds:  # (files that build or use a loader)

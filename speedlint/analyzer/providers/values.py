@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import libcst as cst
 
 from speedlint.analyzer.providers.names import dotted
+from speedlint.analyzer.providers.frameworks import hparam
 from speedlint.analyzer.providers.training import TorchFacts
 from speedlint.analyzer.providers.walk import visit as fast_visit
 
@@ -630,6 +631,15 @@ class ValueTracer:
         if base is None:
             return None
         index = self.index
+        if base == "self.hparams":  # [frameworks] Lightning's saved hyper-parameters
+            got = hparam(self.facts, expr)
+            if got is not None:
+                how, what = got
+                if how == "param":
+                    return self._resolve_param(*what)
+                if how == "option":
+                    return Value(tuple(what), None, "argparse")
+                return Value((what[3],), None, "hparams-config")
         if base == "self":
             cls = self.facts.enclosing_class(expr)
             writes = index.self_attrs.get((cls, attr))

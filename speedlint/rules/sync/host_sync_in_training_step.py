@@ -433,7 +433,11 @@ class HostSyncInTrainingStep(Rule):
         facts = self.ctx.torch
         loop = facts.eval_loop_of(node)
         if loop is not None and not self._per_step(loop):
-            # an evaluation loop (also one run every N steps from inside the training loop)
+            # an evaluation loop (also one run every N steps from inside the training loop); in a
+            # function that runs per evaluation batch, a guard above the loop counts too
+            fn = facts.enclosing_function(loop)
+            if fn is not None and (fn in facts.step_functions or fn in facts.eval_functions) and self._rarely_run(loop, fn):
+                return None
             if not self._cpu_only(loop) and not self._rarely_run(node, loop):
                 return LOW, "on every evaluation batch"
             return None

@@ -1,0 +1,206 @@
+"""Whole-program framework facts, added to the files' seeds (`program.link` calls `add_framework_seeds`).
+
+Per file, in `FileSeeds.project`:
+
+* `framework_hooks`: function ordinal -> [kind, hook name, runs without grad]: the methods a
+  framework's own loop calls ("step", "eval", "loader": a `*_dataloader()` hook);
+* `hparams`: class name -> {"options": {name: [defaults]}, "config": {name: [path, line, raw, value]}}:
+  what `self.hparams.name` holds in a Lightning class: the argparse defaults of the namespace
+  every constructor call passes (`self.hparams = args`, Lightning 1.x), and the values of a
+  Hydra config whose `_target_` names the class (`save_hyperparameters()` with
+  `hydra.utils.instantiate(cfg.data)`); the `__init__` default is read by the file's own tracer.
+
+No framework is imported; the program model is read through `Hotness` (duck-typed: this module
+is imported by the program model).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+
+from speedlint.analyzer.configs.reader import Mapping, Scalar, Sequence
+from speedlint.analyzer.configs.sources import load
+from speedlint.analyzer.frameworks import lightning
+from speedlint.analyzer.frameworks.hooks import TABLES, class_hooks, framework_runs_without_grad
+
+Hotness = Any
+FileSeeds = Any
+
+
+def add_framework_seeds(hot: Hotness, seeds: Dict[str, FileSeeds], new_seeds: Callable[[], FileSeeds], config_files: Iterable[str] = ()) -> None:
+    p = hot.p
+
+    def file_seeds(mid: int) -> FileSeeds:
+        shown = p.modules[mid].shown
+        got = seeds.get(shown)
+        if got is None:
+            got = seeds[shown] = new_seeds()
+        return got
+
+    def project(mid: int) -> Dict[str, Any]:
+        return file_seeds(mid).project  # type: ignore[no-any-return]
+
+    framework_classes: List[int] = []
+    for cid, (mid, q, c) in enumerate(p.classes):
+        bases = p.all_base_names(cid)
+        if not any(t.matches(bases) for t in TABLES):
+            continue
+        framework_classes.append(cid)
+        hooks = class_hooks(bases, c["methods"])
+        if hooks:
+            table = project(mid).setdefault("framework_hooks", {})
+            for name, kind in hooks.items():
+                fid = p.modules[mid].fids[c["methods"][name]]
+                table[str(p.local_index[fid])] = [kind, name, framework_runs_without_grad(bases, name)]
+    if not framework_classes:
+        return
+    for cid in framework_classes:
+        _loader_hooks(p, cid, file_seeds)
+    targets = _hydra_targets(config_files)
+    for cid in framework_classes:
+        mid, q, c = p.classes[cid]
+        if not lightning.HOOKS.matches(p.all_base_names(cid)):
+            continue
+        found: Dict[str, Any] = {}
+        options = _namespace_options(p, cid)
+        if options:
+            found["options"] = options
+        name = q.rsplit(".", 1)[-1]
+        module = p.modules[mid].name
+        for target, values in targets.items():
+            head, _, tail = target.rpartition(".")
+            if tail == name and (not module or head == module or head.endswith("." + module) or module.endswith("." + head) or module == head.rsplit(".", 1)[-1]):
+                found.setdefault("config", {}).update(values)
+        if found:
+            project(mid).setdefault("hparams", {})[name] = found
+
+
+#: Loader hooks a fit iterates every epoch; the others (test, predict) run once when called.
+_EVERY_EPOCH = frozenset({"train_dataloader", "val_dataloader"})
+#: Loader classes whose calls build a loader in a hook.
+_LOADER_CLASSES = frozenset({"DataLoader"})
+
+
+def _loader_hooks(p: Any, cid: int, file_seeds: Callable[[int], FileSeeds]) -> None:
+    """The loaders built in a Lightning class's `*_dataloader()` hooks (methods, or methods bound
+    to the hook's name in `__init__`: `self.train_dataloader = self._train_dataloader`): Lightning
+    copies their batches to the device and iterates train/val loaders every epoch
+    (`FileSeeds.project["loaders"]`, as the data-loading rules read it)."""
+    mid, q, c = p.classes[cid]
+    bases = p.all_base_names(cid)
+    if not lightning.HOOKS.matches(bases):
+        return
+    hooks: Dict[str, int] = {}  # hook name -> fid
+    for name in lightning.HOOKS.loader:
+        fid = p.method(cid, name)
+        if fid is not None:
+            hooks[name] = fid
+    init = p.method(cid, "__init__")
+    if init is not None:
+        for name, exprs in p.functions[init][1]["attrs"].items():
+            if name not in _EVERY_EPOCH or len(exprs) != 1:
+                continue  # (a test or predict loader bound in `__init__` depends on the run's config)
+            expr = exprs[0]
+            if expr and expr[0] == "c" and expr[1] == ("n", "partial") and expr[2]:
+                expr = expr[2][0]
+            if expr and expr[0] == "a" and expr[1] == ("n", "self"):
+                fid = p.method(cid, expr[2])
+                if fid is not None:
+                    hooks[name] = fid
+    for name, fid in hooks.items():
+        hmid, fn = p.functions[fid]
+        for call in fn["calls"]:
+            func = call[1]
+            tail = func[1] if func and func[0] == "n" else func[2] if func and func[0] == "a" else ""
+            if tail not in _LOADER_CLASSES:
+                continue
+            got = file_seeds(hmid)
+            facts = got.project.setdefault("loaders", {}).setdefault(str(call[0]), {})
+            facts.setdefault("moved", f"Lightning's loop over `{name}()`, which copies each batch to the model's device")
+            got.gpu = True
+            if name in _EVERY_EPOCH:
+                facts.setdefault("epoch", f"Lightning's loop over `{name}()`")
+
+
+def _namespace_options(p: Any, cid: int) -> Dict[str, List[Any]]:
+    """`self.hparams = args` (or `self.save_hyperparameters(args)`) in `__init__`, where every
+    constructor call passes a namespace parsed in its own module: that module's option defaults."""
+    init = p.method(cid, "__init__")
+    if init is None:
+        return {}
+    fn = p.functions[init][1]
+    params = list(fn["params"])
+    held = fn["attrs"].get("hparams") or ()
+    names = [e[1] for e in held if e and e[0] == "n"]
+    for call in fn["calls"]:
+        func = call[1]
+        if func and func[0] == "a" and func[2] == "save_hyperparameters" and call[2] and call[2][0] and call[2][0][0] == "n":
+            names.append(call[2][0][1])
+    if len(names) != 1 or names[0] not in params:
+        return {}
+    position = params.index(names[0]) - (1 if params and params[0] == "self" else 0)
+    merged: Dict[str, List[Any]] = {}
+    callers = p.callers[init]
+    if not callers:
+        return {}
+    for caller, index in callers:
+        cmid, cfn = p.functions[caller]
+        call = cfn["calls"][index]
+        args, kws = call[2], call[3]
+        passed = args[position] if position < len(args) else kws.get(names[0])
+        if not passed or passed[0] != "n":
+            return {}
+        options = p.modules[cmid].summary.get("options") or {}
+        if not options:
+            return {}
+        for dest, values in options.items():
+            merged.setdefault(dest, [])
+            for v in values:
+                if v not in merged[dest]:
+                    merged[dest].append(v)
+    return merged
+
+
+def _hydra_targets(config_files: Iterable[str]) -> Dict[str, Dict[str, List[Any]]]:
+    """`_target_` (dotted class path) -> {key: [path, line, raw, value]} of the scalar keys next to
+    it, for every mapping of the YAML config files that has one."""
+    out: Dict[str, Dict[str, List[Any]]] = {}
+    for path in config_files:
+        if not path.endswith((".yaml", ".yml")):
+            continue
+        try:
+            with open(path, "rb") as fh:
+                if b"_target_" not in fh.read():
+                    continue
+        except OSError:
+            continue
+        doc, _ = load(path)
+        if doc is None or not doc.understood:
+            continue
+        for mapping in _mappings(doc.root):
+            target = mapping.get("_target_")
+            if not isinstance(target, Scalar) or not isinstance(target.value, str):
+                continue
+            values = out.setdefault(target.value, {})
+            for key, entry in mapping.entries.items():
+                node = entry.node
+                if key != "_target_" and isinstance(node, Scalar) and node.located and key not in values:
+                    values[key] = [path, node.line, node.raw, node.value]
+    return out
+
+
+def _mappings(node: Optional[Any]) -> Iterable[Mapping]:
+    todo = [node]
+    while todo:
+        cur = todo.pop()
+        if isinstance(cur, Mapping):
+            yield cur
+            todo.extend(e.node for e in cur.entries.values())
+        elif isinstance(cur, Sequence):
+            todo.extend(cur.items)
+
+
+def hook_entry(project: Dict[str, Any], ordinal: int) -> Optional[Tuple[str, str, bool]]:
+    """(kind, hook name, runs without grad) of a file's function, from its seeds' `framework_hooks`."""
+    got = (project.get("framework_hooks") or {}).get(str(ordinal))
+    return (got[0], got[1], bool(got[2])) if got else None
