@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, Optional
 
 from speedlint.analyzer.frameworks import HookTable
 
@@ -75,9 +75,53 @@ CALLBACK_HOOKS = HookTable(
 )
 
 
-def major_version(requirement: Optional[Tuple[int, int]]) -> Optional[int]:
-    return requirement[0] if requirement else None
+# -- knobs ------------------------------------------------------------------------------------------
+#: `precision` values that train in FP32/FP64 (Lightning's default is 32).
+FULL_PRECISION = frozenset({32, 64, "32", "64", "32-true", "64-true"})
+#: Mixed or reduced precision, in every version's spelling.
+REDUCED_PRECISION = frozenset(
+    {16, "16", "bf16", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "transformer-engine", "transformer-engine-float16"}
+)
+#: Keywords or calls that exist only in Lightning 1.x.
+ONE_X_ONLY = frozenset({"gpus", "tpu_cores", "weights_summary", "checkpoint_callback", "progress_bar_refresh_rate", "resume_from_checkpoint", "amp_backend", "from_argparse_args", "add_argparse_args"})
+#: Trainer keywords that name the devices.
+DEVICE_KEYWORDS = ("accelerator", "gpus", "devices")
 
 
-def _unused(_: Any) -> None:  # pragma: no cover - placeholder removed below
+def is_full_precision(value: Any) -> Optional[bool]:
+    """True for FP32/FP64 spellings, False for mixed/reduced ones, None when not a precision."""
+    if value is None:
+        return True
+    if isinstance(value, bool):
+        return None
+    if value in FULL_PRECISION:
+        return True
+    if value in REDUCED_PRECISION:
+        return False
     return None
+
+
+def mixed_spelling(major: Optional[int]) -> str:
+    """The `precision` value the fix writes: `"bf16-mixed"` on Lightning 2.x, `16` on 1.x (bf16
+    needs 1.5+ and an Ampere GPU there) or when the version is not known (2.x accepts it too)."""
+    return '"bf16-mixed"' if major == 2 else "16"
+
+
+#: Accelerators where CUDA mixed precision does not apply.
+NOT_CUDA = frozenset({"cpu", "mps", "tpu", "ipu", "hpu", "xla"})
+
+
+def is_cpu_accelerator(value: Any) -> bool:
+    """An accelerator that is not a CUDA GPU (`"cpu"`, `"mps"`, `"tpu"` ...)."""
+    return isinstance(value, str) and value.lower() in NOT_CUDA
+
+
+def trainer_class(qualname: Optional[str]) -> Optional[str]:
+    """"Trainer" / "Fabric" when `qualname` names Lightning's `Trainer` or `Fabric` class."""
+    if not qualname:
+        return None
+    head, _, rest = qualname.partition(".")
+    if head not in PACKAGES or not rest:
+        return None
+    tail = rest.rsplit(".", 1)[-1]
+    return tail if tail in ("Trainer", "Fabric") else None

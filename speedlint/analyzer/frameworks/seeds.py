@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from speedlint.analyzer.configs.reader import Mapping, Scalar, Sequence
-from speedlint.analyzer.configs.sources import load
+from speedlint.analyzer.configs.sources import compose, load
 from speedlint.analyzer.frameworks import lightning
 from speedlint.analyzer.frameworks.hooks import TABLES, class_hooks, framework_runs_without_grad
 
@@ -52,6 +52,7 @@ def add_framework_seeds(hot: Hotness, seeds: Dict[str, FileSeeds], new_seeds: Ca
             for name, kind in hooks.items():
                 fid = p.modules[mid].fids[c["methods"][name]]
                 table[str(p.local_index[fid])] = [kind, name, framework_runs_without_grad(bases, name)]
+    _add_trainer_configs(p, config_files, project)
     if not framework_classes:
         return
     for cid in framework_classes:
@@ -204,3 +205,95 @@ def hook_entry(project: Dict[str, Any], ordinal: int) -> Optional[Tuple[str, str
     """(kind, hook name, runs without grad) of a file's function, from its seeds' `framework_hooks`."""
     got = (project.get("framework_hooks") or {}).get(str(ordinal))
     return (got[0], got[1], bool(got[2])) if got else None
+
+
+#: Trainer keys whose values a precision finding needs (the rest is only listed by name).
+_TRAINER_VALUES = ("precision", "accelerator", "gpus", "devices")
+#: Calls that build a trainer from a config: Hydra's `instantiate(cfg.trainer)`, Lightning 1.x's
+#: `Trainer.from_argparse_args(namespace)` (a namespace filled from a YAML `trainer:` block).
+_FROM_CONFIG = frozenset({"instantiate", "from_argparse_args"})
+
+
+def _add_trainer_configs(p: Any, config_files: Iterable[str], project: Callable[[int], Dict[str, Any]]) -> None:
+    """`trainer_configs` for the modules that build a trainer from a config: one entry per
+    trainer config of the project, [path, anchor line, keys, {key: [value, line, col, end_col, raw]},
+    how] where `how` is "target" (a Hydra file whose composed `_target_` is a `Trainer`: the anchor
+    is its own `accelerator` line) or "block" (a `trainer:` mapping inside a larger config: the
+    anchor is the `trainer:` line)."""
+    users = [m.id for m in p.modules if _builds_from_config(m.summary)]
+    if not users:
+        return
+    files = [f for f in config_files if f.endswith((".yaml", ".yml"))]
+    found: List[List[Any]] = []
+    known = set(config_files)
+    for path in files:
+        try:
+            with open(path, "rb") as fh:
+                text = fh.read()
+        except OSError:
+            continue
+        if b"trainer" not in text and b"Trainer" not in text and b"defaults" not in text:
+            continue
+        doc, _ = load(path)
+        if doc is None or not doc.understood or not isinstance(doc.root, Mapping):
+            continue
+        target = _composed_trainer(path, doc.root, known)
+        if target is not None:
+            found.append(target)
+            continue
+        for entry in _entries_named(doc.root, "trainer"):
+            if isinstance(entry.node, Mapping):
+                found.append([path, entry.line, sorted(entry.node.entries), _values(entry.node), "block"])
+    if found:
+        for mid in users:
+            project(mid)["trainer_configs"] = found
+
+
+def _builds_from_config(summary: Dict[str, Any]) -> bool:
+    for body in (summary["module"], *summary["functions"]):
+        for call in body["calls"]:
+            func = call[1]
+            tail = func[1] if func and func[0] == "n" else func[2] if func and func[0] == "a" else ""
+            if tail in _FROM_CONFIG:
+                return True
+    return False
+
+
+def _composed_trainer(path: str, root: Mapping, known: set) -> Optional[List[Any]]:
+    """A Hydra trainer config: its own keys over those of the files its `defaults:` list names."""
+    merged: Dict[str, Any] = {}
+    values: Dict[str, List[Any]] = {}
+    for layer_path, _, _ in compose(path, known):
+        doc, _ = load(layer_path)
+        if doc is None or not doc.understood or not isinstance(doc.root, Mapping):
+            return None
+        merged.update(doc.root.entries)
+        values.update(_values(doc.root))
+    target = merged.get("_target_")
+    if target is None or not isinstance(target.node, Scalar) or not str(target.node.value).endswith("Trainer"):
+        return None
+    own = root.entries.get("accelerator")
+    line = own.line if own is not None else 1
+    return [path, line, sorted(k for k in merged if k != "defaults"), values, "target"]
+
+
+def _values(mapping: Mapping) -> Dict[str, List[Any]]:
+    out: Dict[str, List[Any]] = {}
+    for key in _TRAINER_VALUES:
+        entry = mapping.entries.get(key)
+        if entry is not None and isinstance(entry.node, Scalar) and entry.node.located:
+            node = entry.node
+            out[key] = [node.value, node.line, node.col, node.end_col, node.raw, node.style]
+    return out
+
+
+def _entries_named(node: Any, key: str) -> Iterable[Any]:
+    todo = [node]
+    while todo:
+        cur = todo.pop()
+        if isinstance(cur, Mapping):
+            for k, entry in cur.entries.items():
+                if k == key:
+                    yield entry
+                else:
+                    todo.append(entry.node)

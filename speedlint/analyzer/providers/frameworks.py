@@ -12,12 +12,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, List, Optional, Tuple
 
 import libcst as cst
 
+from speedlint.analyzer.frameworks import lightning
 from speedlint.analyzer.frameworks.hooks import TABLES, class_hooks, framework_runs_without_grad
 from speedlint.analyzer.frameworks.seeds import hook_entry
+from speedlint.analyzer.providers.configs import ConfigSite
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.training import TorchFacts
 
@@ -104,4 +107,175 @@ def _calls(fn: cst.FunctionDef) -> List[cst.Call]:
             out.append(node)
 
     fn.body.visit(_V())
+    return out
+
+
+# -- Lightning `Trainer` / `Fabric` runs ---------------------------------------------------------------
+@dataclass
+class TrainerRun:
+    """One `Trainer(...)`, `Trainer.from_argparse_args(...)` or `Fabric(...)` of this file."""
+
+    call: cst.Call
+    cls: str  # "Trainer" | "Fabric"
+    major: Optional[int]  # Lightning's major version when the code says it (1, 2), else None
+    #: the run trains in FP32/FP64 (True), in mixed precision (False), or it is not known (None)
+    full_precision: Optional[bool]
+    #: where a precision finding goes: the keyword, else the constructor
+    anchor: cst.CSTNode
+    #: how the value is known: "keyword", "default" (absent: Lightning's 32), "option" (an argparse
+    #: default), "namespace" (a namespace without it: Lightning's default)
+    source: str
+    #: the `default=` of the command-line option that holds it (same file), if any
+    option_default: Optional[cst.CSTNode] = None
+    #: the run may be on a GPU (False: it is CPU-only by its own keywords)
+    gpu: bool = True
+    #: the keyword argument node for `precision`, when written
+    keyword: Optional[cst.Arg] = None
+    values: Tuple[Any, ...] = ()
+
+
+def trainer_runs(ctx: Any) -> List[TrainerRun]:
+    """Every Lightning `Trainer`/`Fabric` construction of the file, with its precision and devices."""
+    out: List[TrainerRun] = []
+    facts: TorchFacts = ctx.torch
+    for call in facts.calls:
+        func = call.func
+        from_args = isinstance(func, cst.Attribute) and func.attr.value in ("from_argparse_args", "from_argparse")
+        cls = lightning.trainer_class(ctx.qualname(func.value if from_args and isinstance(func, cst.Attribute) else func))
+        if cls is None:
+            continue
+        out.append(_run(ctx, call, cls, from_args))
+    return out
+
+
+def _major(ctx: Any, call: cst.Call, from_args: bool) -> Optional[int]:
+    if any(v.startswith("lightning.") or v == "lightning" for v in ctx.imports.aliases.values()):
+        return 2
+    if from_args or any(a.keyword is not None and a.keyword.value in lightning.ONE_X_ONLY for a in call.args):
+        return 1
+    return None
+
+
+def _run(ctx: Any, call: cst.Call, cls: str, from_args: bool) -> TrainerRun:
+    major = _major(ctx, call, from_args)
+    values = ctx.values
+    kw = values.kwarg(call, "precision")
+    keyword = kw.node if isinstance(kw.node, cst.Arg) and kw.node.keyword is not None else None
+    full: Optional[bool] = None
+    source = "keyword"
+    option_default: Optional[cst.CSTNode] = None
+    options: Tuple[Any, ...] = ()
+    if kw.status == "value" and kw.value is not None:
+        options = kw.value.options
+        full = _all_full(options)
+        if kw.value.kind == "argparse":
+            source = "option"
+            option_default = kw.value.origin
+    elif kw.missing and not from_args:
+        if not any(a.star for a in call.args):
+            full, source, options = True, "default", (32,)
+    elif kw.missing and from_args:
+        namespace = next((a.value for a in call.args if a.keyword is None and not a.star), None)
+        if namespace is not None:
+            got = values.resolve(cst.Attribute(value=namespace, attr=cst.Name("precision"))) if isinstance(namespace, (cst.Name, cst.Attribute)) else None
+            if got is not None:
+                options = got.options
+                full = _all_full(options)
+                source = "option"
+                option_default = got.origin if got.kind == "argparse" else None
+            elif not _project_sets(ctx, "precision"):
+                full, source, options = True, "namespace", (32,)
+    return TrainerRun(call, cls, major, full, keyword or call, source, option_default, _may_use_gpu(ctx, call, major, from_args), keyword, options)
+
+
+def _all_full(options: Tuple[Any, ...]) -> Optional[bool]:
+    got = [lightning.is_full_precision(o) for o in options]
+    if got and all(g is True for g in got):
+        return True
+    if got and all(g is False for g in got):
+        return False
+    return None  # mixed on some path (an opt-in flag), or not understood
+
+
+def _project_sets(ctx: Any, key: str) -> bool:
+    """A trainer config of the project (YAML `trainer:` blocks) or a launch command sets `key`."""
+    seeds = ctx.seeds
+    if seeds is None:
+        return False
+    return any(key in entry[2] for entry in seeds.project.get("trainer_configs") or ())
+
+
+def _may_use_gpu(ctx: Any, call: cst.Call, major: Optional[int], from_args: bool) -> bool:
+    values = ctx.values
+    accelerator = values.kwarg(call, "accelerator")
+    if accelerator.status == "value" and accelerator.value is not None and accelerator.value.all(lightning.is_cpu_accelerator):
+        return False
+    if from_args or major == 2:
+        return True
+    written = [values.kwarg(call, k) for k in lightning.DEVICE_KEYWORDS]
+    if all(w.missing for w in written):
+        # Lightning 1.x trains on the CPU unless `gpus`/`devices` say otherwise; 2.x picks a GPU
+        return major is None and ctx.may_use_gpu
+    gpus = written[1]
+    if gpus.status == "value" and gpus.value is not None and gpus.value.all(lambda v: v in (0, None, "0", "")):
+        return False
+    return True
+
+
+# -- trainers built from config files -------------------------------------------------------------
+@dataclass
+class TrainerConfig:
+    """A trainer config of the project that a call of this file builds a trainer from."""
+
+    call: cst.Call
+    path: str
+    line: int  # the anchor: the `trainer:` line of a block, a Hydra file's `accelerator` line
+    keys: Tuple[str, ...]
+    values: Any  # key -> [value, line, col, end_col, raw, style]
+
+    @property
+    def full_precision(self) -> Optional[bool]:
+        got = self.values.get("precision")
+        if got is None:
+            return None if "precision" in self.keys else True
+        return lightning.is_full_precision(got[0])
+
+    @property
+    def gpu(self) -> bool:
+        accelerator = self.values.get("accelerator")
+        if accelerator is not None and lightning.is_cpu_accelerator(accelerator[0]):
+            return False
+        gpus = self.values.get("gpus")
+        return not (gpus is not None and gpus[0] in (0, None, "0", ""))
+
+    def site(self) -> ConfigSite:
+        """Where a precision finding goes: the `precision` line when written, else the anchor."""
+        got = self.values.get("precision")
+        if got is not None:
+            value, line, col, end_col, raw, style = got
+            return ConfigSite(self.path, line, col, end_col, raw, style, False, ("precision",), value, "yaml", "precision")
+        return ConfigSite(self.path, self.line, 0, 0, "", "empty", False, (), None, "yaml", "precision")
+
+
+def trainer_configs(ctx: Any) -> List[TrainerConfig]:
+    """The trainer configs this file builds trainers from: Hydra trainer files for
+    `hydra.utils.instantiate(cfg.trainer, ...)`, YAML `trainer:` blocks for
+    `Trainer.from_argparse_args(namespace)` (a namespace filled from such a block)."""
+    seeds = ctx.seeds
+    entries = seeds.project.get("trainer_configs") if seeds is not None else None
+    if not entries:
+        return []
+    out: List[TrainerConfig] = []
+    for call in ctx.torch.calls:
+        func = call.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if name == "instantiate" and call.args and "trainer" in (dotted(call.args[0].value) or "").lower():
+            how = "target"
+        elif name == "from_argparse_args" and lightning.trainer_class(ctx.qualname(func.value)) if isinstance(func, cst.Attribute) else False:
+            how = "block"
+        else:
+            continue
+        for path, line, keys, values, kind in entries:
+            if kind == how:
+                out.append(TrainerConfig(call, path, line, tuple(keys), values))
     return out

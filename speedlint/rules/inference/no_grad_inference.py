@@ -8,6 +8,7 @@ from typing import List, Optional, Tuple
 
 import libcst as cst
 
+from speedlint.analyzer.providers.frameworks import framework_hook
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.training import INFERENCE_VERB
 from speedlint.analyzer.rule import LOW, SAFE, UNSAFE, Fix, Impact, Rule
@@ -39,7 +40,10 @@ class NoGradInference(Rule):
     `forward` or a training step (frozen feature extractors, a teacher in distillation, a target
     network in RL), parameter and EMA updates, and blocks whose tensors go where autograd may
     read them later (stored on `self`, appended to a buffer the training loop reads, returned
-    from a function the training step calls).
+    from a function the training step calls). It is also silent in the evaluation hooks a
+    framework already runs without autograd (Lightning's `validation_step`, `test_step`,
+    `predict_step`: `inference_mode` by default since Lightning 2.0, `no_grad` before): there a
+    `no_grad` changes nothing.
 
     ## Why is this slow?
     `no_grad` only stops graph recording. `inference_mode` also skips the version-counter bumps
@@ -126,6 +130,8 @@ class NoGradInference(Rule):
             return
         facts = self.ctx.torch
         fn = facts.enclosing_function(node)
+        if self._framework_grad_off(fn):
+            return
         # an evaluation function called from the training step (e.g. every N steps) is still an
         # evaluation: allowed when nothing but host values leaves the block (checked below)
         periodic_eval = fn is not None and facts.is_eval_function(fn)
@@ -154,7 +160,7 @@ class NoGradInference(Rule):
     # -- decorated functions -----------------------------------------------------------------
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         decorators = [d for d in node.decorators if self._is_no_grad(d.decorator)]
-        if not decorators or not self._enabled():
+        if not decorators or not self._enabled() or self._framework_grad_off(node):
             return
         facts = self.ctx.torch
         # an evaluation function called from the training loop (full-batch training, where each
@@ -191,6 +197,16 @@ class NoGradInference(Rule):
         self._report(dec, target, where, escapes, bare=not isinstance(dec, cst.Call))
 
     # -- helpers ------------------------------------------------------------------------------
+    def _framework_grad_off(self, fn: Optional[cst.FunctionDef]) -> bool:
+        """A hook that the framework already runs without autograd (Lightning's `validation_step`
+        under `inference_mode`/`no_grad`): a `no_grad` there changes nothing."""
+        while fn is not None:
+            hook = framework_hook(self.ctx.torch, fn)
+            if hook is not None and hook[2]:
+                return True
+            fn = self.ctx.torch.enclosing_function(fn)
+        return False
+
     def _is_no_grad(self, expr: cst.BaseExpression) -> bool:
         target = expr.func if isinstance(expr, cst.Call) else expr
         return self.ctx.matches(target, "torch.no_grad")
