@@ -84,6 +84,8 @@ REDUCED_PRECISION = frozenset(
 )
 #: Keywords or calls that exist only in Lightning 1.x.
 ONE_X_ONLY = frozenset({"gpus", "tpu_cores", "weights_summary", "checkpoint_callback", "progress_bar_refresh_rate", "resume_from_checkpoint", "amp_backend", "from_argparse_args", "add_argparse_args"})
+#: Trainer knobs besides precision that rules read.
+OTHER_KNOBS = ("benchmark", "deterministic", "detect_anomaly", "profiler")
 #: Trainer keywords that name the devices.
 DEVICE_KEYWORDS = ("accelerator", "gpus", "devices")
 
@@ -125,3 +127,34 @@ def trainer_class(qualname: Optional[str]) -> Optional[str]:
         return None
     tail = rest.rsplit(".", 1)[-1]
     return tail if tail in ("Trainer", "Fabric") else None
+
+
+# -- torchmetrics (Lightning's metrics library) -------------------------------------------------------
+#: Aggregation metrics whose `update` checks its input for NaN (`nan_strategy="warn"` by default:
+#: `isnan(x).any()` read on the host; "ignore" drops NaNs with a boolean mask, also a sync).
+#: `nan_strategy="disable"` or a float replacement value avoids it.
+NAN_CHECKED = frozenset({"MeanMetric", "SumMetric", "MaxMetric", "MinMetric", "CatMetric", "RunningMean", "RunningSum"})
+#: Classification metrics whose `update` validates its inputs (`validate_args=True` by default:
+#: value-range and `unique` checks read on the host). `validate_args=False` avoids it.
+_TASKS = ("Accuracy", "Precision", "Recall", "F1Score", "FBetaScore", "AUROC", "AveragePrecision", "ConfusionMatrix",
+          "Specificity", "StatScores", "JaccardIndex", "MatthewsCorrCoef", "CohenKappa", "CalibrationError",
+          "HammingDistance", "ExactMatch", "ROC", "PrecisionRecallCurve", "Dice")
+VALIDATED = frozenset({*_TASKS, *(p + t for p in ("Binary", "Multiclass", "Multilabel") for t in _TASKS)})
+
+
+def metric_sync(qualname: Optional[str], keywords: Any) -> Optional[str]:
+    """Why calling (updating) a metric built by `qualname(**keywords)` syncs with the host, or None.
+    `keywords`: name -> the literal value written (absent keys: the default)."""
+    if not qualname or not qualname.startswith("torchmetrics"):
+        return None  # (`pytorch_lightning.metrics` of Lightning 1.x does not validate)
+    name = qualname.rsplit(".", 1)[-1]
+    if name in NAN_CHECKED:
+        strategy = keywords.get("nan_strategy", "warn")
+        if strategy == "disable" or (isinstance(strategy, float) and not isinstance(strategy, bool)):
+            return None
+        return f"torchmetrics `{name}` checks the input for NaN (`nan_strategy={strategy!r}`)"
+    if name in VALIDATED:
+        if keywords.get("validate_args", True) is False:
+            return None
+        return f"torchmetrics `{name}` validates its inputs (`validate_args=True`)"
+    return None

@@ -53,6 +53,7 @@ def add_framework_seeds(hot: Hotness, seeds: Dict[str, FileSeeds], new_seeds: Ca
                 fid = p.modules[mid].fids[c["methods"][name]]
                 table[str(p.local_index[fid])] = [kind, name, framework_runs_without_grad(bases, name)]
     _add_trainer_configs(p, config_files, project)
+    _add_trainer_cudnn(hot, project)
     if not framework_classes:
         return
     for cid in framework_classes:
@@ -297,3 +298,29 @@ def _entries_named(node: Any, key: str) -> Iterable[Any]:
                     yield entry
                 else:
                     todo.append(entry.node)
+
+
+def _add_trainer_cudnn(hot: Hotness, project: Callable[[int], Dict[str, Any]]) -> None:
+    """`cudnn` (as `Hotness.seeds` gives it to training files) for the modules that build a
+    Lightning trainer: the trainer runs the steps, so the file trains."""
+    p = hot.p
+    mids = [m.id for m in p.modules if _calls_named(m.summary, ("Trainer", "from_argparse_args", "Fabric"))]
+    if not mids:
+        return
+    conv_of = hot._conv_reach()
+    benchmark_on = any(m.summary.get("benchmark_on") for m in p.modules)
+    fixed_shapes = any(m.summary.get("fixed_shapes") for m in p.modules)
+    for mid in mids:
+        facts = project(mid)
+        if "cudnn" not in facts:
+            facts["cudnn"] = [conv_of[mid], benchmark_on, True, fixed_shapes]
+
+
+def _calls_named(summary: Dict[str, Any], names: Tuple[str, ...]) -> bool:
+    for body in (summary["module"], *summary["functions"]):
+        for call in body["calls"]:
+            func = call[1]
+            tail = func[1] if func and func[0] == "n" else func[2] if func and func[0] == "a" else ""
+            if tail in names:
+                return True
+    return False

@@ -12,8 +12,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, List, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
 
 import libcst as cst
 
@@ -132,6 +132,10 @@ class TrainerRun:
     #: the keyword argument node for `precision`, when written
     keyword: Optional[cst.Arg] = None
     values: Tuple[Any, ...] = ()
+    #: the other knobs as written (`values.KwArg`): benchmark, deterministic, detect_anomaly, profiler
+    knobs: Dict[str, Any] = field(default_factory=dict)
+    #: built from a namespace (`from_argparse_args`): keywords not written may come from it
+    from_args: bool = False
 
 
 def trainer_runs(ctx: Any) -> List[TrainerRun]:
@@ -185,7 +189,9 @@ def _run(ctx: Any, call: cst.Call, cls: str, from_args: bool) -> TrainerRun:
                 option_default = got.origin if got.kind == "argparse" else None
             elif not _project_sets(ctx, "precision"):
                 full, source, options = True, "namespace", (32,)
-    return TrainerRun(call, cls, major, full, keyword or call, source, option_default, _may_use_gpu(ctx, call, major, from_args), keyword, options)
+    knobs = {k: values.kwarg(call, k) for k in lightning.OTHER_KNOBS}
+    gpu = _may_use_gpu(ctx, call, major, from_args)
+    return TrainerRun(call, cls, major, full, keyword or call, source, option_default, gpu, keyword, options, knobs, from_args)
 
 
 def _all_full(options: Tuple[Any, ...]) -> Optional[bool]:
@@ -278,4 +284,61 @@ def trainer_configs(ctx: Any) -> List[TrainerConfig]:
         for path, line, keys, values, kind in entries:
             if kind == how:
                 out.append(TrainerConfig(call, path, line, tuple(keys), values))
+    return out
+
+
+# -- metric objects updated per step ------------------------------------------------------------------
+_UNKNOWN = object()
+
+
+def metric_sync(ctx: Any, call: cst.Call) -> Optional[str]:
+    """`self.acc(preds, y)` / `self.acc.update(...)` where `self.acc` is a torchmetrics metric
+    whose update syncs with the host (`lightning.metric_sync`): the reason, or None."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value in ("update", "forward"):
+        func = func.value
+    if not isinstance(func, cst.Attribute) or dotted(func.value) != "self":
+        return None
+    facts: TorchFacts = ctx.torch
+    cls = facts.enclosing_class(call)
+    if cls is None:
+        return None
+    built = _self_assignments(facts, cls, func.attr.value)
+    if len(built) != 1:
+        return None
+    ctor = built[0]
+    keywords = {}
+    for arg in ctor.args:
+        if arg.keyword is not None:
+            value = ctx.values.resolve(arg.value)
+            keywords[arg.keyword.value] = value.single if value is not None and len(value.options) == 1 else _UNKNOWN
+    if any(v is _UNKNOWN for k, v in keywords.items() if k in ("nan_strategy", "validate_args")):
+        return None
+    return lightning.metric_sync(ctx.qualname(ctor.func), keywords)
+
+
+def _self_assignments(facts: TorchFacts, cls: cst.ClassDef, attr: str) -> List[cst.Call]:
+    """The calls assigned to `self.<attr>` in the class's methods (None entries for other values)."""
+    out: List[cst.Call] = []
+    for (owner, _), fns in facts.methods.items():
+        if owner != cls.name.value:
+            continue
+        for fn in fns:
+            for node in _assigns(fn):
+                for target in node.targets:
+                    if isinstance(target.target, cst.Attribute) and target.target.attr.value == attr and dotted(target.target.value) == "self":
+                        if not isinstance(node.value, cst.Call):
+                            return []
+                        out.append(node.value)
+    return out
+
+
+def _assigns(fn: cst.FunctionDef) -> List[cst.Assign]:
+    out: List[cst.Assign] = []
+
+    class _V(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            out.append(node)
+
+    fn.body.visit(_V())
     return out

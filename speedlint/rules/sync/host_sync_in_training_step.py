@@ -7,6 +7,7 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
+from speedlint.analyzer.providers.frameworks import metric_sync
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, LOW, MEDIUM, Fix, Impact, Rule
 from speedlint.analyzer.program import COUNTER_NAME
@@ -142,6 +143,10 @@ class HostSyncInTrainingStep(Rule):
         if not self._maybe_hot(node):
             return
         func = node.func
+        library = metric_sync(self.ctx, node) if isinstance(func, cst.Attribute) else None
+        if library is not None:  # a metric object whose update reads a value on the host
+            self._sync(node, f"`{self.ctx.code(func)}(...)` ({library})")
+            return
         if isinstance(func, cst.Attribute) and func.attr.value == "synchronize" and (
             self.ctx.matches(func, "torch.cuda.synchronize") or self.flow.is_accelerator_module(func.value)
         ):
