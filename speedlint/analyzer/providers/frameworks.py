@@ -148,8 +148,55 @@ def trainer_runs(ctx: Any) -> List[TrainerRun]:
         cls = lightning.trainer_class(ctx.qualname(func.value if from_args and isinstance(func, cst.Attribute) else func))
         if cls is None:
             continue
+        if _only_evaluates(facts, call):
+            continue
         out.append(_run(ctx, call, cls, from_args))
     return out
+
+
+def _qualname_of(facts: TorchFacts, func: cst.BaseExpression) -> Optional[str]:
+    return facts.imports.qualname(func)
+
+
+def _nearest_if(facts: TorchFacts, node: cst.CSTNode) -> Optional[cst.If]:
+    for a in facts.ancestors(node):
+        if isinstance(a, cst.If):
+            return a
+        if isinstance(a, cst.FunctionDef):
+            return None
+    return None
+
+
+def _only_evaluates(facts: TorchFacts, call: cst.Call) -> bool:
+    """`trainer = Trainer(...)` whose name is never `.fit(...)` in its function while it is
+    `.test`/`.validate`/`.predict`-ed there: an evaluation run, not a training run."""
+    fn = facts.enclosing_function(call)
+    target = None
+    for a in facts.ancestors(call):
+        if isinstance(a, cst.Assign) and a.value is call and len(a.targets) == 1:
+            target = dotted(a.targets[0].target)
+            break
+        if isinstance(a, (cst.SimpleStatementLine, cst.FunctionDef)):
+            break
+    if target is None:
+        return False
+    order = facts.order
+    here = order.get(call, 0)
+    # the calls on the name after this assignment and before the next one (`if evaluate:` may
+    # build a second trainer under the same name)
+    branch = _nearest_if(facts, call)
+    later = sorted(
+        order.get(c, 0) for c in facts.calls
+        if c is not call and facts.enclosing_function(c) is fn and order.get(c, 0) > here and lightning.trainer_class(_qualname_of(facts, c.func))
+        and (branch is None or _nearest_if(facts, c) is not branch)  # (the other branch of an if/else)
+    )
+    end = later[0] if later else float("inf")
+    uses = set()
+    for other in facts.calls:
+        func = other.func
+        if isinstance(func, cst.Attribute) and dotted(func.value) == target and facts.enclosing_function(other) is fn and here < order.get(other, 0) < end:
+            uses.add(func.attr.value)
+    return "fit" not in uses and bool(uses & {"test", "validate", "predict"})
 
 
 def _major(ctx: Any, call: cst.Call, from_args: bool) -> Optional[int]:
@@ -223,7 +270,7 @@ def _may_use_gpu(ctx: Any, call: cst.Call, major: Optional[int], from_args: bool
         # Lightning 1.x trains on the CPU unless `gpus`/`devices` say otherwise; 2.x picks a GPU
         return major is None and ctx.may_use_gpu
     gpus = written[1]
-    if gpus.status == "value" and gpus.value is not None and gpus.value.all(lambda v: v in (0, None, "0", "")):
+    if gpus.status == "value" and gpus.value is not None and gpus.value.all(lambda v: v is None or (isinstance(v, int) and v == 0)):
         return False
     return True
 
@@ -252,7 +299,7 @@ class TrainerConfig:
         if accelerator is not None and lightning.is_cpu_accelerator(accelerator[0]):
             return False
         gpus = self.values.get("gpus")
-        return not (gpus is not None and gpus[0] in (0, None, "0", ""))
+        return not (gpus is not None and (gpus[0] is None or (isinstance(gpus[0], int) and gpus[0] == 0)))
 
     def site(self) -> ConfigSite:
         """Where a precision finding goes: the `precision` line when written, else the anchor."""
