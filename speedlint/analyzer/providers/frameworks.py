@@ -338,9 +338,9 @@ def trainer_configs(ctx: Any) -> List[TrainerConfig]:
 _UNKNOWN = object()
 
 
-def metric_sync(ctx: Any, call: cst.Call) -> Optional[str]:
-    """`self.acc(preds, y)` / `self.acc.update(...)` where `self.acc` is a torchmetrics metric
-    whose update syncs with the host (`lightning.metric_sync`): the reason, or None."""
+def metric_constructor(ctx: Any, call: cst.Call) -> Optional[cst.Call]:
+    """For `self.acc(preds, y)` / `self.acc.update(...)`: the torchmetrics constructor call that
+    `self.acc` holds (the one assignment in its class), or None."""
     func = call.func
     if isinstance(func, cst.Attribute) and func.attr.value in ("update", "forward"):
         func = func.value
@@ -351,9 +351,17 @@ def metric_sync(ctx: Any, call: cst.Call) -> Optional[str]:
     if cls is None:
         return None
     built = _self_assignments(facts, cls, func.attr.value)
-    if len(built) != 1:
+    if len(built) != 1 or not (ctx.qualname(built[0].func) or "").startswith("torchmetrics"):
         return None
-    ctor = built[0]
+    return built[0]
+
+
+def metric_sync(ctx: Any, call: cst.Call) -> Optional[str]:
+    """`self.acc(preds, y)` / `self.acc.update(...)` where `self.acc` is a torchmetrics metric
+    whose update syncs with the host (`lightning.metric_sync`): the reason, or None."""
+    ctor = metric_constructor(ctx, call)
+    if ctor is None:
+        return None
     keywords = {}
     for arg in ctor.args:
         if arg.keyword is not None:
