@@ -47,6 +47,7 @@ from speedlint.analyzer.configs.summary import walk
 from speedlint.analyzer.textscan import may_use_gpu, says_grad_off
 from speedlint.analyzer.frameworks.hooks import class_hooks  # [frameworks]
 from speedlint.analyzer.frameworks.seeds import add_framework_seeds  # [frameworks]
+from speedlint.analyzer.inference_seeds import add_inference_seeds  # [frameworks]
 
 #: The summary format (bump when `summarize` changes what it records).
 SUMMARY_FORMAT = 10
@@ -3047,7 +3048,8 @@ def link(files: Sequence[Tuple[str, str, Dict[str, Any]]], config_files: Sequenc
     from speedlint.analyzer.loader_program import add_data_seeds
 
     add_data_seeds(hot, seeds, FileSeeds, config_files)
-    add_framework_seeds(hot, seeds, FileSeeds, config_files)  # [frameworks]
+    unseen_calls = add_framework_seeds(hot, seeds, FileSeeds, config_files)  # [frameworks]
+    add_inference_seeds(hot, seeds, FileSeeds, unseen_calls)  # [frameworks] no_grad functions only inference reaches
     for mid, known in hot.config_defaults(config_files).items():
         m = program.modules[mid]
         if m.summary.get("loaders") or m.shown in seeds:  # (files that build or use a loader)

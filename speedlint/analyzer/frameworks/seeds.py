@@ -27,8 +27,16 @@ Hotness = Any
 FileSeeds = Any
 
 
-def add_framework_seeds(hot: Hotness, seeds: Dict[str, FileSeeds], new_seeds: Callable[[], FileSeeds], config_files: Iterable[str] = ()) -> None:
+#: How a Lightning callback names the LightningModule it is given (`on_train_batch_end(self, trainer, pl_module, ...)`).
+_MODULE_PARAMS = frozenset({"pl_module", "lightning_module"})
+
+
+def add_framework_seeds(hot: Hotness, seeds: Dict[str, FileSeeds], new_seeds: Callable[[], FileSeeds], config_files: Iterable[str] = ()) -> Dict[int, List[Tuple[int, int]]]:
+    """Adds the facts above; returns the calls the program's own resolution cannot see:
+    callee fid -> [(caller fid, call index)] (a callback's `pl_module.log_images(...)` runs the
+    project LightningModules' `log_images`)."""
     p = hot.p
+    extra: Dict[int, List[Tuple[int, int]]] = {}
 
     def file_seeds(mid: int) -> FileSeeds:
         shown = p.modules[mid].shown
@@ -55,7 +63,8 @@ def add_framework_seeds(hot: Hotness, seeds: Dict[str, FileSeeds], new_seeds: Ca
     _add_trainer_configs(p, config_files, project)
     _add_trainer_cudnn(hot, project)
     if not framework_classes:
-        return
+        return extra
+    _callback_calls(p, framework_classes, extra)
     for cid in framework_classes:
         _loader_hooks(p, cid, file_seeds)
     targets = _hydra_targets(config_files)
@@ -75,6 +84,29 @@ def add_framework_seeds(hot: Hotness, seeds: Dict[str, FileSeeds], new_seeds: Ca
                 found.setdefault("config", {}).update(values)
         if found:
             project(mid).setdefault("hparams", {})[name] = found
+    return extra
+
+
+def _callback_calls(p: Any, framework_classes: List[int], extra: Dict[int, List[Tuple[int, int]]]) -> None:
+    """`pl_module.name(...)` in a callback's methods: the `name` methods of the project's
+    LightningModules (what the program cannot resolve: the module is a parameter)."""
+    modules = [cid for cid in framework_classes if lightning.HOOKS.matches(p.all_base_names(cid))]
+    callbacks = [cid for cid in framework_classes if lightning.CALLBACK_HOOKS.matches(p.all_base_names(cid))]
+    if not modules or not callbacks:
+        return
+    for cid in callbacks:
+        mid, q, c = p.classes[cid]
+        for idx in c["methods"].values():
+            fid = p.modules[mid].fids[idx]
+            fn = p.functions[fid][1]
+            for index, call in enumerate(fn["calls"]):
+                func = call[1]
+                if not (func and func[0] == "a" and func[1] and func[1][0] == "n" and func[1][1] in _MODULE_PARAMS):
+                    continue
+                for target in modules:
+                    callee = p.method(target, func[2])
+                    if callee is not None:
+                        extra.setdefault(callee, []).append((fid, index))
 
 
 #: Loader hooks a fit iterates every epoch; the others (test, predict) run once when called.

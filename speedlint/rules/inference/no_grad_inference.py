@@ -178,6 +178,9 @@ class NoGradInference(Rule):
             where = f"on `{node.name.value}()`, an evaluation function"
         elif INFERENCE_VERB.search(node.name.value) and not training:
             where = f"on `{node.name.value}()`, an inference method"
+        elif not training and self._inference_only(node):
+            where = f"on `{node.name.value}()`, which only inference code calls (always under `no_grad`, never from a training step)"
+            inference_method = True
         elif any(
             isinstance(c.func, cst.Attribute) and c.func.attr.value == "eval" and not c.args
             for c in iter_nodes(node.body)
@@ -197,6 +200,12 @@ class NoGradInference(Rule):
         self._report(dec, target, where, escapes, bare=not isinstance(dec, cst.Call))
 
     # -- helpers ------------------------------------------------------------------------------
+    def _inference_only(self, fn: cst.FunctionDef) -> bool:
+        """The whole program says every call of `fn` comes from inference code (`inference_seeds`)."""
+        seeds = self.ctx.seeds
+        facts = self.ctx.torch
+        return seeds is not None and facts._function_ordinal.get(fn, -1) in (seeds.project.get("inference_only") or ())
+
     def _framework_grad_off(self, fn: Optional[cst.FunctionDef]) -> bool:
         """A hook that the framework already runs without autograd (Lightning's `validation_step`
         under `inference_mode`/`no_grad`): a `no_grad` there changes nothing."""
