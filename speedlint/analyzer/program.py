@@ -50,7 +50,7 @@ from speedlint.analyzer.frameworks.seeds import add_framework_seeds  # [framewor
 from speedlint.analyzer.inference_seeds import add_inference_seeds  # [frameworks]
 
 #: The summary format (bump when `summarize` changes what it records).
-SUMMARY_FORMAT = 10
+SUMMARY_FORMAT = 11
 
 #: In `passed_constants`: a call site that does not pass the parameter (its default applies).
 DEFAULT = "\x00default"

@@ -9,7 +9,7 @@ import libcst as cst
 
 from speedlint.analyzer.providers.frameworks import framework_hook, metric_constructor
 from speedlint.analyzer.providers.names import dotted
-from speedlint.analyzer.rule import LOW, MEDIUM, Fix, Impact, Rule
+from speedlint.analyzer.rule import DISPLAY_ONLY, LOW, MEDIUM, Fix, Impact, Rule
 
 #: Lightning's logging methods (`self.log` in a LightningModule, `pl_module.log` in a callback).
 _LOG_METHODS = ("log", "log_dict")
@@ -45,6 +45,8 @@ class CollectivePerStep(Rule):
 
     ## Example
     ```python
+    import lightning.pytorch as pl
+
     class LitModel(pl.LightningModule):
         def training_step(self, batch, batch_idx):
             loss = self.loss(self(batch[0]), batch[1])
@@ -54,6 +56,8 @@ class CollectivePerStep(Rule):
 
     ## Use instead
     ```python
+    import lightning.pytorch as pl
+
     class LitModel(pl.LightningModule):
         def training_step(self, batch, batch_idx):
             loss = self.loss(self(batch[0]), batch[1])
@@ -80,7 +84,7 @@ class CollectivePerStep(Rule):
         evidence="Lightning docs: self.log(sync_dist=...); torchmetrics docs: dist_sync_on_step",
         level=MEDIUM,
     )
-    fixes = ()
+    fixes = (DISPLAY_ONLY,)
     triggers = ("sync_dist", "dist_sync_on_step", "all_reduce", "all_gather", "reduce(")
     ast_precondition = staticmethod(lambda facts: facts.may_run_hot or facts.may_have_hook)
 
