@@ -4,7 +4,8 @@ Per file, in `FileSeeds.project`:
 
 * `framework_hooks`: function ordinal -> [kind, hook name, runs without grad]: the methods a
   framework's own loop calls ("step", "eval", "loader": a `*_dataloader()` hook);
-* `hparams`: class name -> {"options": {name: [defaults]}, "config": {name: [path, line, raw, value]}}:
+* `hparams`: class name -> {"options": {name: [defaults]}, "config": {name: [path, line, raw, value,
+  col, end_col, style, shared]}}:
   what `self.hparams.name` holds in a Lightning class: the argparse defaults of the namespace
   every constructor call passes (`self.hparams = args`, Lightning 1.x), and the values of a
   Hydra config whose `_target_` names the class (`save_hyperparameters()` with
@@ -150,10 +151,10 @@ def _loader_hooks(p: Any, cid: int, file_seeds: Callable[[int], FileSeeds]) -> N
                 continue
             got = file_seeds(hmid)
             facts = got.project.setdefault("loaders", {}).setdefault(str(call[0]), {})
-            facts.setdefault("moved", f"Lightning's loop over `{name}()`, which copies each batch to the model's device")
+            facts.setdefault("moved", f"`{name}()` (Lightning iterates it and copies each batch to the model's device)")
             got.gpu = True
             if name in _EVERY_EPOCH:
-                facts.setdefault("epoch", f"Lightning's loop over `{name}()`")
+                facts.setdefault("epoch", f"`{name}()` (Lightning iterates it every epoch)")
 
 
 def _namespace_options(p: Any, cid: int) -> Dict[str, List[Any]]:
@@ -196,7 +197,7 @@ def _namespace_options(p: Any, cid: int) -> Dict[str, List[Any]]:
 
 
 def _hydra_targets(config_files: Iterable[str]) -> Dict[str, Dict[str, List[Any]]]:
-    """`_target_` (dotted class path) -> {key: [path, line, raw, value]} of the scalar keys next to
+    """`_target_` (dotted class path) -> {key: [path, line, raw, value, col, end_col, style, shared]} of the scalar keys next to
     it, for every mapping of the YAML config files that has one."""
     out: Dict[str, Dict[str, List[Any]]] = {}
     for path in config_files:
@@ -219,7 +220,7 @@ def _hydra_targets(config_files: Iterable[str]) -> Dict[str, Dict[str, List[Any]
             for key, entry in mapping.entries.items():
                 node = entry.node
                 if key != "_target_" and isinstance(node, Scalar) and node.located and key not in values:
-                    values[key] = [path, node.line, node.raw, node.value]
+                    values[key] = [path, node.line, node.raw, node.value, node.col, node.end_col, node.style, node.shared]
     return out
 
 

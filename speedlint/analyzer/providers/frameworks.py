@@ -58,6 +58,12 @@ def is_framework_class(facts: TorchFacts, cls: cst.ClassDef) -> bool:
     return any(t.matches(_written_bases(facts, cls)) for t in TABLES)
 
 
+def hparam_site(entry: Any, name: str) -> ConfigSite:
+    """The config-file place of a `hparams` "config" entry (`frameworks.seeds`)."""
+    path, line, raw, value, col, end_col, style, shared = entry
+    return ConfigSite(path, line, col, end_col, raw, style, bool(shared), (name,), value, "yaml", name)
+
+
 #: How `hparam` found the value: "config" (a config file's value, with its place), "option"
 #: (command-line defaults), "param" (the `__init__` parameter: the caller traces it).
 HParam = Tuple[str, Any]

@@ -20,7 +20,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import libcst as cst
 
 from speedlint.analyzer.providers.names import dotted
-from speedlint.analyzer.providers.frameworks import hparam
+from speedlint.analyzer.providers.frameworks import hparam, hparam_site
 from speedlint.analyzer.providers.training import TorchFacts
 from speedlint.analyzer.providers.walk import visit as fast_visit
 
@@ -56,7 +56,7 @@ class Value:
 
     options: Tuple[Any, ...]
     origin: Optional[cst.CSTNode] = None  # where the value is written (literal, default=..., dict entry)
-    kind: str = "literal"  # literal | constant | default | argparse | dict | config | config-default | config-python | helper | attribute
+    kind: str = "literal"  # literal | constant | default | argparse | dict | config | config-default | config-python | hparams-config | helper | attribute
     certain: bool = True
     #: where a config file holds it (`providers.configs.ConfigSite`s; empty: not from a config file)
     config: Tuple[Any, ...] = ()
@@ -639,7 +639,7 @@ class ValueTracer:
                     return self._resolve_param(*what)
                 if how == "option":
                     return Value(tuple(what), None, "argparse")
-                return Value((what[3],), None, "hparams-config")
+                return Value((what[3],), None, "hparams-config", True, (hparam_site(what, expr.attr.value),))
         if base == "self":
             cls = self.facts.enclosing_class(expr)
             writes = index.self_attrs.get((cls, attr))
