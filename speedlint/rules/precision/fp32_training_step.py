@@ -167,7 +167,9 @@ class Fp32TrainingStep(Rule):
         if run.source == "keyword" and run.keyword is not None and isinstance(run.keyword.value, (cst.Integer, cst.SimpleString)):
             fix = Fix.replace(run.keyword.value, cst.parse_expression(spelled), f"Set `precision={spelled}`", UNSAFE)
         if run.source == "option" and isinstance(run.option_default, cst.Arg) and isinstance(run.option_default.value, (cst.Integer, cst.SimpleString)):
-            fix = Fix.replace(run.option_default.value, cst.parse_expression(spelled), f"Make `precision={spelled}` the option's default", UNSAFE)
+            # (the option's own type: `default="32"` for a string option becomes `"16"`)
+            written = spelled if isinstance(run.option_default.value, cst.Integer) or spelled.startswith('"') else f'"{spelled}"'
+            fix = Fix.replace(run.option_default.value, cst.parse_expression(written), f"Make `precision={written}` the option's default", UNSAFE)
         if fix is None:
             fix = Fix.advice(f"Train with `precision={spelled}` (bf16 needs an Ampere or newer GPU)")
         self.report(run.anchor, message, fix=fix, impact=impact)
