@@ -244,8 +244,9 @@ def hook_entry(project: Dict[str, Any], ordinal: int) -> Optional[Tuple[str, str
 #: Trainer keys whose values a precision finding needs (the rest is only listed by name).
 _TRAINER_VALUES = ("precision", "accelerator", "gpus", "devices")
 #: Calls that build a trainer from a config: Hydra's `instantiate(cfg.trainer)`, Lightning 1.x's
-#: `Trainer.from_argparse_args(namespace)` (a namespace filled from a YAML `trainer:` block).
-_FROM_CONFIG = frozenset({"instantiate", "from_argparse_args"})
+#: `Trainer.from_argparse_args(namespace)` (a namespace filled from a YAML `trainer:` block),
+#: `LightningCLI(...)` (its YAML's `trainer:` block).
+_FROM_CONFIG = frozenset({"instantiate", "from_argparse_args", "LightningCLI"})
 
 
 def _add_trainer_configs(p: Any, config_files: Iterable[str], project: Callable[[int], Dict[str, Any]]) -> None:

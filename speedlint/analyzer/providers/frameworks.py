@@ -319,7 +319,8 @@ class TrainerConfig:
 def trainer_configs(ctx: Any) -> List[TrainerConfig]:
     """The trainer configs this file builds trainers from: Hydra trainer files for
     `hydra.utils.instantiate(cfg.trainer, ...)`, YAML `trainer:` blocks for
-    `Trainer.from_argparse_args(namespace)` (a namespace filled from such a block)."""
+    `Trainer.from_argparse_args(namespace)` (a namespace filled from such a block) and
+    `LightningCLI(...)` (the `trainer:` block of its YAML)."""
     seeds = ctx.seeds
     entries = seeds.project.get("trainer_configs") if seeds is not None else None
     if not entries:
@@ -331,6 +332,8 @@ def trainer_configs(ctx: Any) -> List[TrainerConfig]:
         if name == "instantiate" and call.args and "trainer" in (dotted(call.args[0].value) or "").lower():
             how = "target"
         elif name == "from_argparse_args" and lightning.trainer_class(ctx.qualname(func.value)) if isinstance(func, cst.Attribute) else False:
+            how = "block"
+        elif name == "LightningCLI" and (ctx.qualname(func) or "").split(".", 1)[0] in lightning.PACKAGES:
             how = "block"
         else:
             continue

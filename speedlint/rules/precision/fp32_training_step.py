@@ -91,15 +91,15 @@ class Fp32TrainingStep(Rule):
         level=HIGH,
     )
     fixes = (UNSAFE, DISPLAY_ONLY)
-    triggers = ("backward", "Trainer", "Fabric")
-    ast_precondition = staticmethod(lambda facts: facts.may_use_gpu and facts.may_have_training_step or facts.calls_any("Trainer", "from_argparse_args", "Fabric", "instantiate"))
+    triggers = ("backward", "Trainer", "Fabric", "LightningCLI")
+    ast_precondition = staticmethod(lambda facts: facts.may_use_gpu and facts.may_have_training_step or facts.calls_any("Trainer", "from_argparse_args", "Fabric", "instantiate", "LightningCLI"))
 
     def visit_Module(self, node: cst.Module) -> None:
         ctx = self.ctx
         runs = trainer_runs(ctx) if any(t in ctx.source for t in ("Trainer", "Fabric")) else []
         for run in runs:
             self._framework_run(run)
-        if (runs or "instantiate" in ctx.source) and ".fit(" in ctx.source:  # (a trainer that only tests: no training)
+        if (runs or "instantiate" in ctx.source or "LightningCLI" in ctx.source) and (".fit(" in ctx.source or "LightningCLI" in ctx.source):  # (a trainer that only tests: no training)
             for config in trainer_configs(ctx):
                 self._trainer_config(config)
         if not ctx.may_use_gpu or any(run.cls == "Fabric" for run in runs):
