@@ -54,6 +54,12 @@ class HostSyncInTrainingStep(Rule):
     step: counter equality, time-based logging, anomaly handlers, `except` blocks) are not flagged;
     reads in an evaluation loop are reported with low impact.
 
+    A metric object updated per step counts when the library reads a value on the host inside
+    its update: a torchmetrics `MeanMetric`/`SumMetric`/`MaxMetric`/`MinMetric`/`CatMetric` with its
+    default NaN check (`nan_strategy="warn"`), a classification metric with its default input
+    validation (`validate_args=True`), called as `self.metric(...)` or `self.metric.update(...)` in
+    a training step (a Lightning `training_step` counts as one; see docs/frameworks.md).
+
     A read under a type test in a helper (`if isinstance(v, torch.Tensor): v = v.item()`, also
     `torch.is_tensor(v)`, `x.item() if isinstance(x, torch.Tensor) else x`), where `v` is a
     parameter or a value of its `**kwargs` / `*args`, is flagged only when some call site that
