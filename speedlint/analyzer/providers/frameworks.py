@@ -142,6 +142,8 @@ class TrainerRun:
     knobs: Dict[str, Any] = field(default_factory=dict)
     #: built from a namespace (`from_argparse_args`): keywords not written may come from it
     from_args: bool = False
+    #: no `accelerator`/`gpus`/`devices` written: the trainer picks a GPU when one is present (2.x)
+    auto_device: bool = False
 
 
 def trainer_runs(ctx: Any) -> List[TrainerRun]:
@@ -244,7 +246,8 @@ def _run(ctx: Any, call: cst.Call, cls: str, from_args: bool) -> TrainerRun:
                 full, source, options = True, "namespace", (32,)
     knobs = {k: values.kwarg(call, k) for k in lightning.OTHER_KNOBS}
     gpu = _may_use_gpu(ctx, call, major, from_args)
-    return TrainerRun(call, cls, major, full, keyword or call, source, option_default, gpu, keyword, options, knobs, from_args)
+    auto = not from_args and all(values.kwarg(call, k).missing for k in lightning.DEVICE_KEYWORDS)
+    return TrainerRun(call, cls, major, full, keyword or call, source, option_default, gpu, keyword, options, knobs, from_args, auto)
 
 
 def _all_full(options: Tuple[Any, ...]) -> Optional[bool]:

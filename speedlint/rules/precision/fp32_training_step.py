@@ -159,6 +159,9 @@ class Fp32TrainingStep(Rule):
         else:
             shown = "/".join(repr(v) for v in run.values)
             message = f"`precision={shown}` trains in FP32 on the GPU"
+        if run.auto_device:
+            message += " (it picks a GPU when one is present)"
+            impact = self.impact.with_level(MEDIUM)
         message += f"; mixed precision (`precision={spelled}`) runs matmuls and convolutions on tensor cores"
         fix: Optional[Fix] = None
         if run.source == "default":
