@@ -11,9 +11,10 @@ models are such functions: nothing they compute reaches autograd. Weight initial
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from speedlint.analyzer.providers.training import EVAL_NAME, INFERENCE_VERB
+from speedlint.analyzer.textscan import INFERENCE_VERB
 
 #: `program.Hotness` and `program.FileSeeds` (not imported: the program imports this module)
 Hotness = Any
@@ -24,9 +25,14 @@ _GUARDED, _GRAD_OFF = 1, 4
 
 
 def add_inference_seeds(
-    hot: Hotness, seeds: Dict[str, FileSeeds], new_seeds: Callable[[], FileSeeds], extra: Optional[Dict[int, List[Tuple[int, int]]]] = None
+    hot: Hotness,
+    seeds: Dict[str, FileSeeds],
+    new_seeds: Callable[[], FileSeeds],
+    eval_name: "re.Pattern[str]",
+    extra: Optional[Dict[int, List[Tuple[int, int]]]] = None,
 ) -> None:
-    """`extra`: calls the program's resolution does not see (callee -> [(caller, call index)])."""
+    """`eval_name`: the program model's evaluation names; `extra`: calls the program's resolution
+    does not see (callee -> [(caller, call index)])."""
     p = hot.p
     extra = extra or {}
 
@@ -41,7 +47,7 @@ def add_inference_seeds(
         if "step" in kinds:
             return False
         name = fn["q"].rsplit(".", 1)[-1]
-        return bool(fn["grad_off"] and (EVAL_NAME.search(name) or INFERENCE_VERB.search(name))) or "eval" in kinds
+        return bool(fn["grad_off"] and (eval_name.search(name) or INFERENCE_VERB.search(name))) or "eval" in kinds
 
     def inference_site(caller: int, index: int, known: set) -> bool:
         flags = _flags(p, caller, index)

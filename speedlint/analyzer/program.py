@@ -3049,7 +3049,7 @@ def link(files: Sequence[Tuple[str, str, Dict[str, Any]]], config_files: Sequenc
 
     add_data_seeds(hot, seeds, FileSeeds, config_files)
     unseen_calls = add_framework_seeds(hot, seeds, FileSeeds, config_files)  # [frameworks]
-    add_inference_seeds(hot, seeds, FileSeeds, unseen_calls)  # [frameworks] no_grad functions only inference reaches
+    add_inference_seeds(hot, seeds, FileSeeds, EVAL_NAME, unseen_calls)  # [frameworks] no_grad functions only inference reaches
     for mid, known in hot.config_defaults(config_files).items():
         m = program.modules[mid]
         if m.summary.get("loaders") or m.shown in seeds:  # (files that build or use a loader)

@@ -13,6 +13,11 @@ import re
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 
+#: Inference entry points by name besides the evaluation names (decoding, generation): SPD601 looks at
+#: a `no_grad` decorator on one of these; the program model's inference facts read it too.
+INFERENCE_VERB = re.compile(r"^(recognize|decode|generate|greedy|beam_search|translate|transcribe|synthesize|sample)(_|$)")
+
+
 def _is_word_char(c: str) -> bool:
     return c.isalnum() or c == "_"
 

@@ -5,9 +5,11 @@
   `*_dataloader()` hook whose loader the framework iterates every epoch). The whole program says
   it (`FileSeeds.project["framework_hooks"]`, subclasses across modules included); without seeds
   the class's written bases decide.
-* `hparam(facts, expr)`: what `self.hparams.name` holds in a Lightning class: a Hydra config's
-  value for the class, the option defaults of the namespace it was given, or the `__init__`
-  parameter (`save_hyperparameters()`).
+* `trainer_runs(ctx)` / `trainer_configs(ctx)`: Lightning `Trainer`/`Fabric` constructions and the
+  trainer configs (Hydra files, YAML `trainer:` blocks) a file builds trainers from, with their knobs.
+* `metric_sync(ctx, call)` / `metric_constructor(ctx, call)`: torchmetrics objects updated per step.
+
+`self.hparams` values are in `providers.hparams` (the value tracer reads them).
 """
 
 from __future__ import annotations
@@ -56,64 +58,6 @@ def hook_of_node(facts: TorchFacts, node: cst.CSTNode) -> Optional[Tuple[str, st
 
 def is_framework_class(facts: TorchFacts, cls: cst.ClassDef) -> bool:
     return any(t.matches(_written_bases(facts, cls)) for t in TABLES)
-
-
-def hparam_site(entry: Any, name: str) -> ConfigSite:
-    """The config-file place of a `hparams` "config" entry (`frameworks.seeds`)."""
-    path, line, raw, value, col, end_col, style, shared = entry
-    return ConfigSite(path, line, col, end_col, raw, style, bool(shared), (name,), value, "yaml", name)
-
-
-#: How `hparam` found the value: "config" (a config file's value, with its place), "option"
-#: (command-line defaults), "param" (the `__init__` parameter: the caller traces it).
-HParam = Tuple[str, Any]
-
-
-def hparam(facts: TorchFacts, expr: cst.Attribute) -> Optional[HParam]:
-    """`self.hparams.name` (or `self.hparams["name"]`) in a class that saved its hyper-parameters."""
-    base = dotted(expr.value)
-    if base != "self.hparams":
-        return None
-    attr = expr.attr.value
-    cls = facts.enclosing_class(expr)
-    if cls is None:
-        return None
-    seeds = facts.seeds
-    known = (seeds.project.get("hparams") or {}).get(cls.name.value) if seeds is not None else None
-    if known:
-        config = (known.get("config") or {}).get(attr)
-        if config is not None:
-            return "config", config
-        options = (known.get("options") or {}).get(attr)
-        if options:
-            return "option", tuple(options)
-    init = next((f for f in facts.methods.get((cls.name.value, "__init__"), ())), None)
-    if init is None or not _saves_all(init):
-        return None
-    for param in (*init.params.params, *init.params.kwonly_params):
-        if param.name.value == attr:
-            return "param", (init, param)
-    return None
-
-
-def _saves_all(init: cst.FunctionDef) -> bool:
-    """`self.save_hyperparameters()` (no arguments, or parameter names as strings) in `__init__`."""
-    for node in _calls(init):
-        func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "save_hyperparameters" and dotted(func.value) == "self":
-            return all(a.keyword is not None or isinstance(a.value, cst.SimpleString) for a in node.args)
-    return False
-
-
-def _calls(fn: cst.FunctionDef) -> List[cst.Call]:
-    out: List[cst.Call] = []
-
-    class _V(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            out.append(node)
-
-    fn.body.visit(_V())
-    return out
 
 
 # -- Lightning `Trainer` / `Fabric` runs ---------------------------------------------------------------

@@ -891,9 +891,9 @@ def workers_text(kw: KwArg) -> str:
     if value.kind == "config" and value.config:
         site = value.config[0]
         return f"`num_workers` is {shown} in the config file (`{site.name}`)"
-    if value.kind == "hparams-config" and value.config:  # a Lightning `self.hparams` value from a Hydra config
-        site = value.config[0]
-        return f"`num_workers` is {shown} in {display_path(site.path)}:{site.line}, the config the class is built from (`self.hparams`)"
+    if value.kind == "hparams-config" and value.knob is not None:  # a Lightning `self.hparams` value from a Hydra config
+        knob = value.knob
+        return f"`num_workers` is {shown} in {display_path(knob.path)}:{knob.line}, the config the class is built from (`self.hparams`)"
     if value.kind == "dict":
         return f"`num_workers` is {shown} in the keyword arguments"
     if value.kind == "default":

@@ -29,7 +29,7 @@ import libcst as cst
 
 from speedlint.analyzer.providers.names import ImportMap, dotted
 from speedlint.analyzer.providers.walk import TreeIndex, index_of, preorder
-from speedlint.analyzer.textscan import says_grad_off
+from speedlint.analyzer.textscan import INFERENCE_VERB, says_grad_off  # (INFERENCE_VERB: re-exported)
 
 if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.program import FileSeeds
@@ -41,7 +41,6 @@ EVAL_NAME = re.compile(r"(^|_)(eval|evaluate|evaluation|valid|validate|validatio
 GRAD_OFF = ("torch.no_grad", "torch.inference_mode")
 #: Inference entry points by name besides `EVAL_NAME` (decoding, generation): SPD601 looks at a
 #: `no_grad` decorator on one of these.
-INFERENCE_VERB = re.compile(r"^(recognize|decode|generate|greedy|beam_search|translate|transcribe|synthesize|sample)(_|$)")
 SCHEDULER_HINT = re.compile(r"sched|(^|_)lr(_|$)|warmup", re.I)
 
 

@@ -20,7 +20,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import libcst as cst
 
 from speedlint.analyzer.providers.names import dotted
-from speedlint.analyzer.providers.frameworks import hparam, hparam_site
+from speedlint.analyzer.providers.hparams import hparam
 from speedlint.analyzer.providers.training import TorchFacts
 from speedlint.analyzer.providers.walk import visit as fast_visit
 
@@ -60,6 +60,8 @@ class Value:
     certain: bool = True
     #: where a config file holds it (`providers.configs.ConfigSite`s; empty: not from a config file)
     config: Tuple[Any, ...] = ()
+    #: a framework knob's place (`frameworks.Knob`) when the value comes through one (`self.hparams`)
+    knob: Any = None
 
     def all(self, pred: Callable[[Any], bool]) -> bool:
         return all(_safe(pred, o) for o in self.options)
@@ -639,7 +641,7 @@ class ValueTracer:
                     return self._resolve_param(*what)
                 if how == "option":
                     return Value(tuple(what), None, "argparse")
-                return Value((what[3],), None, "hparams-config", True, (hparam_site(what, expr.attr.value),))
+                return Value((what.value,), None, "hparams-config", True, knob=what)
         if base == "self":
             cls = self.facts.enclosing_class(expr)
             writes = index.self_attrs.get((cls, attr))
