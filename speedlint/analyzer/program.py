@@ -2198,8 +2198,7 @@ class Hotness:
         #: (caller's module, caller's fid or None, index of the call)
         self.hot_sites: Dict[int, Set[Tuple[int, Optional[int], int]]] = {}
         self._by_shown: Optional[Dict[str, int]] = None
-        self.framework_hooks: Dict[int, str] = {}  # [frameworks] fid -> "step"/"eval": a framework runs it
-        self.framework_modules: Set[int] = set()  # [frameworks] modules holding such hooks
+        self.framework_modules: Set[int] = set()  # [frameworks] modules with hooks a framework's loop runs
         self._roots()
 
     # calls of a function or module body, with the callee fids
@@ -2332,7 +2331,6 @@ class Hotness:
             for name, kind in class_hooks(p.all_base_names(cid), c["methods"]).items():
                 if kind in (STEP, EVAL):
                     fid = p.modules[mid].fids[c["methods"][name]]
-                    self.framework_hooks[fid] = kind
                     self.framework_modules.add(mid)
                     self._seed(queue, fid, kind, (Hop(p.modules[mid].shown, p.functions[fid][1]["line"], f"{q}.{name}"),))
         # functions passed as collate_fn=

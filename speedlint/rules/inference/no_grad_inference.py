@@ -34,7 +34,9 @@ class NoGradInference(Rule):
     Flags `with torch.no_grad():` and `@torch.no_grad()` around an evaluation or inference loop
     or function (a validation loop, a function named `evaluate`/`validate`/`test`/`predict`/
     `infer`, code after `model.eval()`, a helper that an evaluation loop in another module calls on
-    every batch), where `torch.inference_mode()` does the same job faster.
+    every batch, a `no_grad` function that only inference code calls anywhere in the project:
+    the sampling loop of a generative model, an image-logging method a callback runs every N
+    steps), where `torch.inference_mode()` does the same job faster.
 
     It stays silent where `inference_mode` would break training: `no_grad` inside a model's
     `forward` or a training step (frozen feature extractors, a teacher in distillation, a target
