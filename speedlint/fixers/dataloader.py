@@ -158,6 +158,9 @@ def plan_loader(ctx: FileContext, call: cst.Call) -> Optional[LoaderPlan]:
         if value.kind == "config-python":
             plan.reason = "`num_workers` comes from the project's config defaults in another module: raise it there"
             return plan
+        if value.kind == "hparams-config":
+            plan.reason = "`num_workers` comes from the config file the class is built from: raise it there"
+            return plan
         if len(value.options) != 1 or origin is None or kw.conditional:
             plan.reason = "`num_workers` is chosen by a condition; set it from the CPU count by hand"
             return plan

@@ -359,7 +359,8 @@ class _ConfigFacts:
         if spec is not None and spec[0] == "cwd":  # Hydra: relative to the file that declares it
             spec = ["here", spec[1]]
         if spec is not None and params:
-            self.hydra.append([line, spec, name.value])
+            # (`config_name="train.yaml"` and `config_name="train"` name the same file)
+            self.hydra.append([line, spec, name.value[: -len(".yaml")] if name.value.endswith(".yaml") else name.value])
 
 
 #: The fields of a statement that hold blocks, in the order `all_statements` and

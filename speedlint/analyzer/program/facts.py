@@ -15,11 +15,14 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from speedlint.analyzer.configs.reader import Mapping
 from speedlint.analyzer.configs.sources import load
+from speedlint.analyzer.frameworks.seeds import add_framework_seeds
+from speedlint.analyzer.inference_seeds import add_inference_seeds
 from speedlint.analyzer.program.data import add_data_seeds, moved_by_callees
 from speedlint.analyzer.program.hotness import _SKIP, Hotness
 from speedlint.analyzer.program.link import FileSeeds, Hop, Program
 from speedlint.analyzer.program.schema import C_ARGS, C_FLAGS, C_HOST, C_KWS, C_LINE, C_LOOP, CONDITIONAL, DEFAULT, EPOCH, GUARDED, HANDLER
 from speedlint.analyzer.program.summary import _callee_text, _literal
+from speedlint.analyzer.vocabulary import EVAL_NAME
 
 
 class ProgramFacts(Hotness):
@@ -348,7 +351,7 @@ class ProgramFacts(Hotness):
             seeds.functions[local] = dict(kinds)
             for chain in kinds.values():
                 root = self._root_module(chain) if chain else mid
-                if root is not None and gpu_of[root]:
+                if root is not None and (gpu_of[root] or root in self.framework_modules):  # its trainer places it
                     seeds.gpu = True
         for mid, fid, loop in self.step_loops:
             m = p.modules[mid]
@@ -602,6 +605,8 @@ def link(files: Sequence[Tuple[str, str, Dict[str, Any]]], config_files: Sequenc
     hot = ProgramFacts(program)
     seeds = hot.seeds()
     add_data_seeds(hot, seeds, FileSeeds, config_files)
+    unseen_calls = add_framework_seeds(hot, seeds, FileSeeds, config_files)
+    add_inference_seeds(hot, seeds, FileSeeds, EVAL_NAME, unseen_calls)  # no_grad functions only inference reaches
     for mid, known in hot.config_defaults(config_files).items():
         m = program.modules[mid]
         if m.summary.get("loaders") or m.shown in seeds:  # (files that build or use a loader)

@@ -16,6 +16,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
+from speedlint.analyzer.frameworks.hooks import class_hooks
 from speedlint.analyzer.program.link import Hop, Program
 from speedlint.analyzer.program.schema import (
     CACHE_FILL, C_FLAGS, C_FUNC, C_KWS, C_LINE, C_LOOP, EPOCH, EVAL, EVAL_ONLY, GUARDED, HANDLER, ONE_ITERATION, PROPERTY, SAMPLE, STEP, TRAIN_ONLY,
@@ -63,6 +64,7 @@ class Hotness:
         #: (caller's module, caller's fid or None, index of the call)
         self.hot_sites: Dict[int, Set[Tuple[int, Optional[int], int]]] = {}
         self._by_shown: Optional[Dict[str, int]] = None
+        self.framework_modules: Set[int] = set()  # modules with hooks a framework's loop runs
         self._roots()
 
     # calls of a function or module body, with the callee fids
@@ -190,6 +192,13 @@ class Hotness:
             if "__call__" in c["methods"] and re.search(r"collat", q, re.I):
                 self._seed(queue, p.modules[mid].fids[c["methods"]["__call__"]], SAMPLE, ())
         self._hand_written_loaders(queue, units)
+        # hooks a framework's own loop runs per step / per eval batch (frameworks.hooks)
+        for cid, (mid, q, c) in enumerate(p.classes):
+            for name, kind in class_hooks(p.all_base_names(cid), c["methods"]).items():
+                if kind in (STEP, EVAL):
+                    fid = p.modules[mid].fids[c["methods"][name]]
+                    self.framework_modules.add(mid)
+                    self._seed(queue, fid, kind, (Hop(p.modules[mid].shown, p.functions[fid][1]["line"], f"{q}.{name}"),))
         # functions passed as collate_fn=
         for mid, fid in units:
             body = self._body(mid, fid)

@@ -5,7 +5,7 @@ program model: `summary`, `link`, `hotness`, the facts)."""
 from __future__ import annotations
 
 #: The summary format (bump when `summarize` changes what it records).
-SUMMARY_FORMAT = 10
+SUMMARY_FORMAT = 12
 
 #: In `passed_constants`: a call site that does not pass the parameter (its default applies).
 DEFAULT = "\x00default"

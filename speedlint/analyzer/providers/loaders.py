@@ -37,7 +37,7 @@ import libcst as cst
 
 from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.prelook import AstFacts
-from speedlint.analyzer.providers.configs import literal as _literal
+from speedlint.analyzer.providers.configs import display_path, literal as _literal
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.values import NO_DEFAULT, KwArg, Value
 from speedlint.analyzer.providers.walk import visit as fast_visit
@@ -849,6 +849,9 @@ def workers_text(kw: KwArg) -> str:
     if value.kind == "config" and value.config:
         site = value.config[0]
         return f"`num_workers` is {shown} in the config file (`{site.name}`)"
+    if value.kind == "hparams-config" and value.knob is not None:  # a Lightning `self.hparams` value from a Hydra config
+        knob = value.knob
+        return f"`num_workers` is {shown} in {display_path(knob.path)}:{knob.line}, the config the class is built from (`self.hparams`)"
     if value.kind == "dict":
         return f"`num_workers` is {shown} in the keyword arguments"
     if value.kind == "default":

@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import libcst as cst
 
 from speedlint.analyzer.providers.names import dotted
+from speedlint.analyzer.providers.hparams import hparam
 from speedlint.analyzer.providers.training import TorchFacts
 from speedlint.analyzer.providers.walk import visit as fast_visit
 
@@ -55,10 +56,12 @@ class Value:
 
     options: Tuple[Any, ...]
     origin: Optional[cst.CSTNode] = None  # where the value is written (literal, default=..., dict entry)
-    kind: str = "literal"  # literal | constant | default | argparse | dict | config | config-default | config-python | helper | attribute
+    kind: str = "literal"  # literal | constant | default | argparse | dict | config | config-default | config-python | hparams-config | helper | attribute
     certain: bool = True
     #: where a config file holds it (`providers.configs.ConfigSite`s; empty: not from a config file)
     config: Tuple[Any, ...] = ()
+    #: a framework knob's place (`frameworks.Knob`) when the value comes through one (`self.hparams`)
+    knob: Any = None
 
     def all(self, pred: Callable[[Any], bool]) -> bool:
         return all(_safe(pred, o) for o in self.options)
@@ -630,6 +633,15 @@ class ValueTracer:
         if base is None:
             return None
         index = self.index
+        if base == "self.hparams":  # [frameworks] Lightning's saved hyper-parameters
+            got = hparam(self.facts, expr)
+            if got is not None:
+                how, what = got
+                if how == "param":
+                    return self._resolve_param(*what)
+                if how == "option":
+                    return Value(tuple(what), None, "argparse")
+                return Value((what.value,), None, "hparams-config", True, knob=what)
         if base == "self":
             cls = self.facts.enclosing_class(expr)
             writes = index.self_attrs.get((cls, attr))

@@ -8,6 +8,7 @@ from typing import List, Optional, Set
 
 import libcst as cst
 
+from speedlint.analyzer.providers.frameworks import TrainerRun, trainer_runs
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, Fix, Impact, Rule
 
@@ -42,6 +43,9 @@ class CudnnAutotunerDisabled(Rule):
     training script, a convolutional network trained on GPU where `cudnn.benchmark` is never set
     anywhere in the project, and the inputs have fixed shapes (resize/crop transforms, fixed-size
     image datasets): that finding sits on the `def` of the function holding the training loop.
+
+    A Lightning `Trainer(deterministic=True)` or `Trainer(benchmark=False)` on a conv net is
+    flagged on the keyword (the trainer sets these cuDNN flags itself).
 
     Settings behind an explicit switch (`if args.deterministic:`, `benchmark = not
     args.deterministic`, a helper only called under `if args.seed is not None:`) are the user's
@@ -103,14 +107,18 @@ class CudnnAutotunerDisabled(Rule):
         level=MEDIUM,
     )
     fixes = (DISPLAY_ONLY,)
-    triggers = ("cudnn", "backward")
+    triggers = ("cudnn", "backward", "deterministic", "benchmark")
     ast_precondition = staticmethod(
         lambda facts: facts.may_use_gpu
         and (facts.may_call_backward and facts.uses_any("benchmark", "deterministic") or facts.may_have_training_step)
+        or facts.calls_any("Trainer") and facts.uses_any("benchmark", "deterministic")
     )
 
     # -- absence: a conv net trained on GPU, the autotuner never switched on -----------------
     def visit_Module(self, node: cst.Module) -> None:
+        if "Trainer" in self.ctx.source:
+            for run in trainer_runs(self.ctx):
+                self._trainer(run)
         facts = self.ctx.torch
         if not facts.step_loops or not self._on_gpu or not self._conv_training_script:
             return
@@ -130,6 +138,19 @@ class CudnnAutotunerDisabled(Rule):
             fix=Fix.advice("Set `torch.backends.cudnn.benchmark = True` once at start-up (input shapes fixed)"),
             impact=self.impact.with_level(MEDIUM),
         )
+
+    def _trainer(self, run: TrainerRun) -> None:
+        """A Lightning `Trainer(deterministic=True)` / `Trainer(benchmark=False)` on a conv net (the
+        trainer sets the cuDNN flags itself)."""
+        project = self._project
+        if run.cls != "Trainer" or not run.gpu or not (project and project[0]):
+            return
+        deterministic, benchmark = run.knobs["deterministic"], run.knobs["benchmark"]
+        if deterministic.status == "value" and deterministic.value is not None and deterministic.value.all(lambda v: v is True):
+            message = "`Trainer(deterministic=True)` restricts cuDNN to deterministic (often slower) algorithms and turns the autotuner off in a conv-net training run"
+            self.report(deterministic.node or run.call, message, fix=Fix.advice("Drop `deterministic=True` (or put it behind a flag) and pass `benchmark=True` unless bitwise reproducibility is required"))
+        elif benchmark.status == "value" and benchmark.value is not None and benchmark.value.all(lambda v: v is False):
+            self.report(benchmark.node or run.call, "`Trainer(benchmark=False)` disables the cuDNN autotuner in a conv-net training run", fix=Fix.advice("Pass `benchmark=True` (input shapes fixed)"))
 
     @cached_property
     def _project(self) -> Optional[list]:

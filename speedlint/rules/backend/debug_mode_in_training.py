@@ -9,6 +9,7 @@ from typing import List, Optional, Sequence
 import libcst as cst
 
 from speedlint.analyzer.fixes import remove_fix
+from speedlint.analyzer.providers.frameworks import trainer_runs
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, MEDIUM, UNSAFE, Fix, Impact, Rule
 
 ANOMALY_SET = ("torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly")
@@ -37,6 +38,15 @@ def _is_test_code(path: str, fn: Optional[cst.FunctionDef]) -> bool:
     return fn is not None and fn.name.value.startswith("test_")
 
 
+def _profiler_on(ctx, kw) -> bool:  # type: ignore[no-untyped-def]
+    """`profiler="simple"`/`"advanced"`/`"pytorch"` or a profiler object, on every path."""
+    value = kw.value
+    if value is not None and value.options:
+        return all(isinstance(v, str) and v for v in value.options)
+    expr = kw.node.value
+    return isinstance(expr, cst.Call) and (ctx.qualname(expr.func) or "").rsplit(".", 1)[-1].endswith("Profiler")
+
+
 def _is_debug_helper(facts, fn: Optional[cst.FunctionDef]) -> bool:  # type: ignore[no-untyped-def]
     """A function whose name says it is there to debug, check or profile: deliberate, not a leftover."""
     while fn is not None:
@@ -54,6 +64,9 @@ class DebugModeInTraining(Rule):
     `torch.autograd.set_detect_anomaly(True)`, `with torch.autograd.detect_anomaly():`,
     `torch.autograd.profiler.profile(...)` / `emit_nvtx(...)`, and `torch.autograd.gradcheck` /
     `gradgradcheck`.
+
+    A Lightning `Trainer(detect_anomaly=True)` or `Trainer(profiler="simple")` (any profiler) in a
+    training run is flagged on the keyword; the same knobs in an opt-in debug config are not.
 
     Debugging behind a switch (`if args.debug:`, `set_detect_anomaly(args.detect_anomaly)`,
     `profile(enabled=args.profile)`), `set_detect_anomaly(False)`, and test code are not flagged.
@@ -115,7 +128,30 @@ class DebugModeInTraining(Rule):
     triggers = ("anomaly", "profiler", "emit_nvtx", "gradcheck")
     ast_precondition = staticmethod(
         lambda facts: facts.may_call_backward and facts.calls_any("set_detect_anomaly", "detect_anomaly", "profile", "emit_nvtx", "gradcheck", "gradgradcheck")
+        or facts.calls_any("Trainer")
     )
+
+    # -- a Lightning trainer's debug knobs (speedlint.analyzer.providers.frameworks) ----------------
+    def visit_Module(self, node: cst.Module) -> None:
+        if "Trainer" not in self.ctx.source or ".fit(" not in self.ctx.source:
+            return
+        for run in trainer_runs(self.ctx):
+            if run.cls != "Trainer" or _is_debug_helper(self.ctx.torch, self.ctx.torch.enclosing_function(run.call)) or _is_test_code(self.ctx.path, None):
+                continue
+            anomaly, profiler = run.knobs["detect_anomaly"], run.knobs["profiler"]
+            if anomaly.status == "value" and anomaly.value is not None and anomaly.value.all(lambda v: v is True):
+                self.report(
+                    anomaly.node or run.call,
+                    "`Trainer(detect_anomaly=True)` left on in a training run: every op records a traceback and every backward checks for NaN",
+                    fix=Fix.advice("Pass `detect_anomaly` only from a debug flag or config"),
+                )
+            if not profiler.missing and isinstance(profiler.node, cst.Arg) and _profiler_on(self.ctx, profiler):
+                self.report(
+                    profiler.node,
+                    "a profiler is left on in this Lightning training run: it times every hook (and, with the PyTorch profiler, records every op) on every step",
+                    fix=Fix.advice("Pass `profiler` only from a debug flag or config"),
+                    impact=self.impact.with_level(MEDIUM),
+                )
 
     # -- calls as statements -----------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:

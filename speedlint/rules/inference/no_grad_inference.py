@@ -8,6 +8,7 @@ from typing import List, Optional, Tuple
 
 import libcst as cst
 
+from speedlint.analyzer.providers.frameworks import framework_hook
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.training import INFERENCE_VERB
 from speedlint.analyzer.rule import LOW, SAFE, UNSAFE, Fix, Impact, Rule
@@ -33,13 +34,18 @@ class NoGradInference(Rule):
     Flags `with torch.no_grad():` and `@torch.no_grad()` around an evaluation or inference loop
     or function (a validation loop, a function named `evaluate`/`validate`/`test`/`predict`/
     `infer`, code after `model.eval()`, a helper that an evaluation loop in another module calls on
-    every batch), where `torch.inference_mode()` does the same job faster.
+    every batch, a `no_grad` function that only inference code calls anywhere in the project:
+    the sampling loop of a generative model, an image-logging method a callback runs every N
+    steps), where `torch.inference_mode()` does the same job faster.
 
     It stays silent where `inference_mode` would break training: `no_grad` inside a model's
     `forward` or a training step (frozen feature extractors, a teacher in distillation, a target
     network in RL), parameter and EMA updates, and blocks whose tensors go where autograd may
     read them later (stored on `self`, appended to a buffer the training loop reads, returned
-    from a function the training step calls).
+    from a function the training step calls). It is also silent in the evaluation hooks a
+    framework already runs without autograd (Lightning's `validation_step`, `test_step`,
+    `predict_step`: `inference_mode` by default since Lightning 2.0, `no_grad` before): there a
+    `no_grad` changes nothing.
 
     ## Why is this slow?
     `no_grad` only stops graph recording. `inference_mode` also skips the version-counter bumps
@@ -126,6 +132,8 @@ class NoGradInference(Rule):
             return
         facts = self.ctx.torch
         fn = facts.enclosing_function(node)
+        if self._framework_grad_off(fn):
+            return
         # an evaluation function called from the training step (e.g. every N steps) is still an
         # evaluation: allowed when nothing but host values leaves the block (checked below)
         periodic_eval = fn is not None and facts.is_eval_function(fn)
@@ -154,7 +162,7 @@ class NoGradInference(Rule):
     # -- decorated functions -----------------------------------------------------------------
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         decorators = [d for d in node.decorators if self._is_no_grad(d.decorator)]
-        if not decorators or not self._enabled():
+        if not decorators or not self._enabled() or self._framework_grad_off(node):
             return
         facts = self.ctx.torch
         # an evaluation function called from the training loop (full-batch training, where each
@@ -172,6 +180,9 @@ class NoGradInference(Rule):
             where = f"on `{node.name.value}()`, an evaluation function"
         elif INFERENCE_VERB.search(node.name.value) and not training:
             where = f"on `{node.name.value}()`, an inference method"
+        elif not training and self._inference_only(node):
+            where = f"on `{node.name.value}()`, which only inference code calls (always under `no_grad`, never from a training step)"
+            inference_method = True
         elif any(
             isinstance(c.func, cst.Attribute) and c.func.attr.value == "eval" and not c.args
             for c in iter_nodes(node.body)
@@ -191,6 +202,22 @@ class NoGradInference(Rule):
         self._report(dec, target, where, escapes, bare=not isinstance(dec, cst.Call))
 
     # -- helpers ------------------------------------------------------------------------------
+    def _inference_only(self, fn: cst.FunctionDef) -> bool:
+        """The whole program says every call of `fn` comes from inference code (`inference_seeds`)."""
+        seeds = self.ctx.seeds
+        facts = self.ctx.torch
+        return seeds is not None and facts._function_ordinal.get(fn, -1) in (seeds.project.get("inference_only") or ())
+
+    def _framework_grad_off(self, fn: Optional[cst.FunctionDef]) -> bool:
+        """A hook that the framework already runs without autograd (Lightning's `validation_step`
+        under `inference_mode`/`no_grad`): a `no_grad` there changes nothing."""
+        while fn is not None:
+            hook = framework_hook(self.ctx.torch, fn)
+            if hook is not None and hook[2]:
+                return True
+            fn = self.ctx.torch.enclosing_function(fn)
+        return False
+
     def _is_no_grad(self, expr: cst.BaseExpression) -> bool:
         target = expr.func if isinstance(expr, cst.Call) else expr
         return self.ctx.matches(target, "torch.no_grad")

@@ -5,6 +5,11 @@ from __future__ import annotations
 import libcst as cst
 
 from speedlint.analyzer.configs.edit import value_edit
+from typing import Optional
+
+from speedlint.analyzer.fixes import keywords_edit
+from speedlint.analyzer.frameworks.lightning import mixed_spelling
+from speedlint.analyzer.providers.frameworks import TrainerConfig, TrainerRun, trainer_configs, trainer_runs
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, MEDIUM, UNSAFE, Fix, Impact, Rule
 
 
@@ -19,6 +24,13 @@ class Fp32TrainingStep(Rule):
     Also flags a `GradScaler` used without any autocast (the step still runs in FP32), and an
     `autocast(enabled=...)` whose flag is a constant that never becomes true. The finding sits on
     the first forward or loss statement of the step: the line the AMP codemod wraps first.
+
+    A training framework's precision knob counts as the step's autocast: a Lightning
+    `Trainer(precision=...)` or `Fabric(precision=...)` that is FP32 (`32`, `"32-true"`, `64`, or
+    absent: Lightning's default) on a run that may use a GPU is flagged on the keyword (or the
+    constructor), and on the command-line option's default when the value comes from one
+    (`precision=args.precision` with `default=32`); a CPU-only trainer (`accelerator="cpu"`,
+    Lightning 1.x without `gpus`) is not. See docs/frameworks.md for where each value is read.
 
     ## Why is this slow?
     Without autocast every matmul and convolution runs in FP32. Tensor cores run float16/bfloat16
@@ -79,12 +91,18 @@ class Fp32TrainingStep(Rule):
         level=HIGH,
     )
     fixes = (UNSAFE, DISPLAY_ONLY)
-    triggers = ("backward",)
-    ast_precondition = staticmethod(lambda facts: facts.may_use_gpu and facts.may_have_training_step)
+    triggers = ("backward", "Trainer", "Fabric", "LightningCLI")
+    ast_precondition = staticmethod(lambda facts: facts.may_use_gpu and facts.may_have_training_step or facts.calls_any("Trainer", "from_argparse_args", "Fabric", "instantiate", "LightningCLI"))
 
     def visit_Module(self, node: cst.Module) -> None:
         ctx = self.ctx
-        if not ctx.may_use_gpu:
+        runs = trainer_runs(ctx) if any(t in ctx.source for t in ("Trainer", "Fabric")) else []
+        for run in runs:
+            self._framework_run(run)
+        if (runs or "instantiate" in ctx.source or "LightningCLI" in ctx.source) and (".fit(" in ctx.source or "LightningCLI" in ctx.source):  # (a trainer that only tests: no training)
+            for config in trainer_configs(ctx):
+                self._trainer_config(config)
+        if not ctx.may_use_gpu or any(run.cls == "Fabric" for run in runs):
             return  # CPU-only script: bfloat16 autocast on CPU is rarely faster; no GPU advice
         from speedlint.fixers import amp  # lazily: it imports libcst.codemod (slow start-up)
 
@@ -121,3 +139,56 @@ class Fp32TrainingStep(Rule):
             if p.opt_in is not None:
                 fix = Fix.advice(f"Turn `{p.opt_in}` on by default (AMP is already written), or pass it on the command line")
             self.report(p.anchor if p.anchor is not None else loop, message, fix=fix, impact=impact)
+
+    # -- a framework's precision knob (speedlint.analyzer.providers.frameworks) -----------------
+    def _framework_run(self, run: TrainerRun) -> None:
+        if not run.full_precision or not run.gpu:
+            return  # mixed precision, not known, or a CPU-only run
+        spelled = mixed_spelling(run.major)
+        what = f"`{run.cls}(...)`"
+        impact = None
+        if run.source == "default":
+            message = f"{what} without `precision` trains in FP32 (Lightning's default, 32) on the GPU"
+        elif run.source == "namespace":
+            message = f"{what} gets no `precision` from its arguments or the project's trainer configs: Lightning's default, 32, trains in FP32"
+            impact = self.impact.with_level(MEDIUM)
+        elif run.source == "option":
+            shown = "/".join(repr(v) for v in run.values)
+            message = f"`precision` comes from a command-line option whose default is {shown}: by default this run trains in FP32"
+            impact = self.impact.with_level(MEDIUM)
+        else:
+            shown = "/".join(repr(v) for v in run.values)
+            message = f"`precision={shown}` trains in FP32 on the GPU"
+        if run.auto_device:
+            message += " (it picks a GPU when one is present)"
+            impact = self.impact.with_level(MEDIUM)
+        message += f"; mixed precision (`precision={spelled}`) runs matmuls and convolutions on tensor cores"
+        fix: Optional[Fix] = None
+        if run.source == "default":
+            new = keywords_edit(self.ctx, run.call, [("precision", cst.parse_expression(spelled))])
+            fix = Fix.replace(run.call, new, f"Add `precision={spelled}`", UNSAFE)
+        if run.source == "keyword" and run.keyword is not None and isinstance(run.keyword.value, (cst.Integer, cst.SimpleString)):
+            fix = Fix.replace(run.keyword.value, cst.parse_expression(spelled), f"Set `precision={spelled}`", UNSAFE)
+        if run.source == "option" and isinstance(run.option_default, cst.Arg) and isinstance(run.option_default.value, (cst.Integer, cst.SimpleString)):
+            # (the option's own type: `default="32"` for a string option becomes `"16"`)
+            written = spelled if isinstance(run.option_default.value, cst.Integer) or spelled.startswith('"') else f'"{spelled}"'
+            fix = Fix.replace(run.option_default.value, cst.parse_expression(written), f"Make `precision={written}` the option's default", UNSAFE)
+        if fix is None:
+            fix = Fix.advice(f"Train with `precision={spelled}` (bf16 needs an Ampere or newer GPU)")
+        self.report(run.anchor, message, fix=fix, impact=impact)
+        if run.source == "option" and run.option_default is not None:
+            self.report(run.option_default, f"this option's default ({shown}) makes the Lightning `{run.cls}` train in FP32; mixed precision (`{spelled}`) runs on tensor cores", fix=fix, impact=impact)
+
+    def _trainer_config(self, config: TrainerConfig) -> None:
+        if not config.full_precision or not config.gpu:
+            return
+        site = config.site()
+        if site.line and site.raw:
+            message = f"`precision: {site.raw}` in this trainer config trains in FP32 on the GPU"
+            edit = value_edit(site, "16")
+            fix = Fix.config(edit, "Set `precision` to 16 (mixed) in the config file", UNSAFE) if edit else Fix.advice("Set `precision` to a mixed spelling in the config file")
+        else:
+            message = "this trainer config sets no `precision`: Lightning's default, 32, trains in FP32 on the GPU"
+            fix = Fix.advice("Add `precision: 16-mixed` (Lightning 2.x; `16` on 1.x) to this trainer config")
+        message += "; mixed precision runs matmuls and convolutions on tensor cores"
+        self.report(config.call, message, fix=fix, impact=self.impact.with_level(MEDIUM), at=site)

@@ -7,6 +7,7 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
+from speedlint.analyzer.providers.frameworks import metric_sync
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, LOW, MEDIUM, Fix, Impact, Rule
 from speedlint.analyzer.vocabulary import COUNTER_NAME
@@ -52,6 +53,12 @@ class HostSyncInTrainingStep(Rule):
     from the step. Reads behind `if step % log_every == 0` (or any branch that is not taken every
     step: counter equality, time-based logging, anomaly handlers, `except` blocks) are not flagged;
     reads in an evaluation loop are reported with low impact.
+
+    A metric object updated per step counts when the library reads a value on the host inside
+    its update: a torchmetrics `MeanMetric`/`SumMetric`/`MaxMetric`/`MinMetric`/`CatMetric` with its
+    default NaN check (`nan_strategy="warn"`), a classification metric with its default input
+    validation (`validate_args=True`), called as `self.metric(...)` or `self.metric.update(...)` in
+    a training step (a Lightning `training_step` counts as one; see docs/frameworks.md).
 
     A read under a type test in a helper (`if isinstance(v, torch.Tensor): v = v.item()`, also
     `torch.is_tensor(v)`, `x.item() if isinstance(x, torch.Tensor) else x`), where `v` is a
@@ -142,6 +149,10 @@ class HostSyncInTrainingStep(Rule):
         if not self._maybe_hot(node):
             return
         func = node.func
+        library = metric_sync(self.ctx, node) if isinstance(func, cst.Attribute) else None
+        if library is not None:  # a metric object whose update reads a value on the host
+            self._sync(node, f"`{self.ctx.code(func)}(...)` ({library})")
+            return
         if isinstance(func, cst.Attribute) and func.attr.value == "synchronize" and (
             self.ctx.matches(func, "torch.cuda.synchronize") or self.flow.is_accelerator_module(func.value)
         ):
@@ -433,7 +444,11 @@ class HostSyncInTrainingStep(Rule):
         facts = self.ctx.torch
         loop = facts.eval_loop_of(node)
         if loop is not None and not self._per_step(loop):
-            # an evaluation loop (also one run every N steps from inside the training loop)
+            # an evaluation loop (also one run every N steps from inside the training loop); in a
+            # function that runs per evaluation batch, a guard above the loop counts too
+            fn = facts.enclosing_function(loop)
+            if fn is not None and (fn in facts.step_functions or fn in facts.eval_functions) and self._rarely_run(loop, fn):
+                return None
             if not self._cpu_only(loop) and not self._rarely_run(node, loop):
                 return LOW, "on every evaluation batch"
             return None
