@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 from speedlint.analyzer.configs.summary import config_summary, walk
 from speedlint.analyzer.program.loader_summary import loader_summary
 from speedlint.analyzer.program.schema import (
-    C_FLAGS, C_FUNC, C_KWS, C_LINE, CACHE_FILL, CONDITIONAL, EVAL_ONLY, GRAD_OFF, GUARDED, HANDLER, INT, ONE_ITERATION, PROPERTY, SPLAT,
+    C_FLAGS, C_FUNC, C_HOST, C_KWS, C_LINE, CACHE_FILL, Call, CONDITIONAL, EVAL_ONLY, GRAD_OFF, GUARDED, HANDLER, INT, ONE_ITERATION, PROPERTY, SPLAT,
     SUMMARY_FORMAT, TRAIN_ONLY,
 )
 from speedlint.analyzer.textscan import may_use_gpu, says_grad_off
@@ -964,6 +964,7 @@ def compact(summary: Dict[str, Any], shared: Optional[Dict[Any, Any]] = None) ->
     memo: Dict[Any, Any] = {} if shared is None else shared
     intern = sys.intern
     empty = memo.setdefault(FrozenDict(), FrozenDict())  # (most keyword maps)
+    _typed_calls(summary)
 
     def go(obj: Any) -> Tuple[Any, bool]:
         # (compact form, whether it may be shared: `True == 1` and `1.0 == 1`, so only containers
@@ -973,6 +974,8 @@ def compact(summary: Dict[str, Any], shared: Optional[Dict[Any, Any]] = None) ->
         kind = obj.__class__
         if kind is str:
             return intern(obj), True
+        if kind is Call:  # its parts are shared; a call itself is not (nor what holds one)
+            return Call._make(go(tuple(obj))[0]), False
         if kind is list or kind is tuple:
             if not obj:
                 return (), True
@@ -988,8 +991,8 @@ def compact(summary: Dict[str, Any], shared: Optional[Dict[Any, Any]] = None) ->
                     value, ok = go(item)
                     items.append(value)
                     shareable = shareable and ok
-                else:  # a bool, a float, ...: kept, and the container is not shared
-                    items.append(item)
+                else:  # a bool, a float, a call ...: kept, and the container is not shared
+                    items.append(go(item)[0] if k is Call else item)
                     shareable = False
             out: Any = tuple(items)
         elif kind is dict or kind is FrozenDict:
@@ -1015,6 +1018,14 @@ def compact(summary: Dict[str, Any], shared: Optional[Dict[Any, Any]] = None) ->
         return (memo.setdefault(out, out), True) if shareable else (out, False)
 
     return {k: go(v)[0] for k, v in summary.items()}
+
+
+def _typed_calls(summary: Dict[str, Any]) -> None:
+    """The calls of a summary as `Call`s (the summarizer's lists, or JSON's from the cache); a
+    summary already compact has them."""
+    for body in (summary.get("module"), *summary.get("functions", ())):
+        if body.__class__ is dict and "calls" in body:
+            body["calls"] = [c if c.__class__ is Call else Call._make(c if len(c) > C_HOST else (*c, ())) for c in body["calls"]]
 
 
 def _data_facts(summary: Dict[str, Any], text: str, tree: ast.Module) -> None:
