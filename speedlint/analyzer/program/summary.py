@@ -974,9 +974,7 @@ def compact(summary: Dict[str, Any], shared: Optional[Dict[Any, Any]] = None) ->
         kind = obj.__class__
         if kind is str:
             return intern(obj), True
-        if kind is Call:  # its parts are shared; a call itself is not (nor what holds one)
-            return Call._make(go(tuple(obj))[0]), False
-        if kind is list or kind is tuple:
+        if kind is list or kind is tuple or kind is Call:
             if not obj:
                 return (), True
             items = []
@@ -987,14 +985,14 @@ def compact(summary: Dict[str, Any], shared: Optional[Dict[Any, Any]] = None) ->
                     items.append(intern(item))
                 elif k is int or item is None:
                     items.append(item)
-                elif k is list or k is tuple or k is dict or k is FrozenDict:
+                elif k is list or k is tuple or k is dict or k is FrozenDict or k is Call:
                     value, ok = go(item)
                     items.append(value)
                     shareable = shareable and ok
-                else:  # a bool, a float, a call ...: kept, and the container is not shared
-                    items.append(go(item)[0] if k is Call else item)
+                else:  # a bool, a float, ...: kept, and the container is not shared
+                    items.append(item)
                     shareable = False
-            out: Any = tuple(items)
+            out: Any = _new_call(Call, items) if kind is Call else tuple(items)
         elif kind is dict or kind is FrozenDict:
             if not obj:
                 return empty, True
@@ -1015,9 +1013,17 @@ def compact(summary: Dict[str, Any], shared: Optional[Dict[Any, Any]] = None) ->
             out = FrozenDict(entries)
         else:
             return obj, kind is int or obj is None
-        return (memo.setdefault(out, out), True) if shareable else (out, False)
+        if shareable:
+            got = memo.setdefault(out, out)
+            if got.__class__ is out.__class__:  # (a call equals the plain tuple of its fields)
+                return got, True
+        return out, False
 
     return {k: go(v)[0] for k, v in summary.items()}
+
+
+#: `Call(*fields)` without the checks of `Call._make` (the fields are the summarizer's own).
+_new_call = tuple.__new__
 
 
 def _typed_calls(summary: Dict[str, Any]) -> None:
@@ -1025,7 +1031,7 @@ def _typed_calls(summary: Dict[str, Any]) -> None:
     summary already compact has them."""
     for body in (summary.get("module"), *summary.get("functions", ())):
         if body.__class__ is dict and "calls" in body:
-            body["calls"] = [c if c.__class__ is Call else Call._make(c if len(c) > C_HOST else (*c, ())) for c in body["calls"]]
+            body["calls"] = [c if c.__class__ is Call else _new_call(Call, c if len(c) > C_HOST else (*c, ())) for c in body["calls"]]
 
 
 def _data_facts(summary: Dict[str, Any], text: str, tree: ast.Module) -> None:
