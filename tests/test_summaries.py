@@ -80,6 +80,21 @@ def test_compact_summary_survives_json_and_pickle():
     assert again == summary and isinstance(again["functions"][0], FrozenDict)
 
 
+def test_calls_are_typed_records_by_name_and_by_position():
+    """A summary's calls are `Call`s: fields by name (`call.func`), the same by position
+    (`C_FUNC`), also after the JSON of the cache and the pickling to and from the workers."""
+    from speedlint.analyzer.program.schema import C_FLAGS, C_FUNC, C_HOST, C_LINE, Call
+
+    summary = summarize(TRAIN)
+    for copy in (summary, compact(json.loads(json.dumps(summary))), pickle.loads(pickle.dumps(summary))):
+        calls = [c for fn in copy["functions"] for c in fn["calls"]] + list(copy["module"]["calls"])
+        assert calls and all(type(c) is Call for c in calls)
+        backward = next(c for c in calls if c.func[-1] == "backward")
+        assert backward.func is backward[C_FUNC] and backward.line == backward[C_LINE] == 13
+        assert backward.flags == backward[C_FLAGS] and backward.host == backward[C_HOST]
+        assert backward.loop == 0 and backward.args == () and backward.kws == {}
+
+
 def test_summary_cache_reads_entries_back_and_drops_damaged_ones(tmp_path):
     summary = summarize(TRAIN)
     store = ResultCache(tmp_path / "cache").summaries

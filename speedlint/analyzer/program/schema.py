@@ -4,8 +4,10 @@ program model: `summary`, `link`, `hotness`, the facts)."""
 
 from __future__ import annotations
 
+from typing import Any, Mapping, NamedTuple, Tuple
+
 #: The summary format (bump when `summarize` changes what it records).
-SUMMARY_FORMAT = 12
+SUMMARY_FORMAT = 13
 
 #: In `passed_constants`: a call site that does not pass the parameter (its default applies).
 DEFAULT = "\x00default"
@@ -21,8 +23,29 @@ SPLAT = ("k", "\x00splat")
 STEP, SAMPLE, EVAL, EPOCH = "step", "sample", "eval", "epoch"
 KINDS = (STEP, SAMPLE, EVAL, EPOCH)
 
-#: A call in a summary: [line, callee expression, positional args, keyword args, loop index, flags]
-#: and, when some are, the arguments known to be Python values in the caller (`_host_args`).
+
+
+class Call(NamedTuple):
+    """A call in a compact summary (`summary.compact`; the summarizer builds it as a list of the
+    same fields). Its fields are also read by position (`C_LINE` ... `C_HOST`)."""
+
+    #: the line of the call
+    line: int
+    #: the callee, as a summary expression (`["a", ["n", "self"], "criterion"]`)
+    func: Any
+    #: the positional arguments' expressions (None: says nothing useful)
+    args: Tuple[Any, ...]
+    #: keyword -> argument expression (`"*"` / `"**"`: `SPLAT`, an unpacked sequence or mapping)
+    kws: Mapping[str, Any]
+    #: the index of the innermost loop around it in its function's `loops` (-1: none)
+    loop: int
+    #: call-site flags (`GUARDED` ...)
+    flags: int
+    #: the arguments known to be Python values in the caller (`_host_args`): positions and keywords
+    host: Tuple[Any, ...] = ()
+
+
+#: The fields of a `Call` by position (as the summarizer's lists hold them).
 C_LINE, C_FUNC, C_ARGS, C_KWS, C_LOOP, C_FLAGS, C_HOST = range(7)
 
 #: Call-site flags: behind an interval guard, in an exception handler, under no_grad, only when

@@ -18,7 +18,7 @@ from speedlint.analyzer.configs.summary import config_summary, walk
 from speedlint.analyzer.program.loader_summary import loader_summary
 from speedlint.analyzer.settings_use import settings_summary
 from speedlint.analyzer.program.schema import (
-    C_FLAGS, C_FUNC, C_KWS, C_LINE, CACHE_FILL, CONDITIONAL, EVAL_ONLY, GRAD_OFF, GUARDED, HANDLER, INT, ONE_ITERATION, PROPERTY, SPLAT,
+    C_FLAGS, C_FUNC, C_HOST, C_KWS, C_LINE, CACHE_FILL, Call, CONDITIONAL, EVAL_ONLY, GRAD_OFF, GUARDED, HANDLER, INT, ONE_ITERATION, PROPERTY, SPLAT,
     SUMMARY_FORMAT, TRAIN_ONLY,
 )
 from speedlint.analyzer.textscan import may_use_gpu, says_grad_off
@@ -965,6 +965,7 @@ def compact(summary: Dict[str, Any], shared: Optional[Dict[Any, Any]] = None) ->
     memo: Dict[Any, Any] = {} if shared is None else shared
     intern = sys.intern
     empty = memo.setdefault(FrozenDict(), FrozenDict())  # (most keyword maps)
+    _typed_calls(summary)
 
     def go(obj: Any) -> Tuple[Any, bool]:
         # (compact form, whether it may be shared: `True == 1` and `1.0 == 1`, so only containers
@@ -974,7 +975,7 @@ def compact(summary: Dict[str, Any], shared: Optional[Dict[Any, Any]] = None) ->
         kind = obj.__class__
         if kind is str:
             return intern(obj), True
-        if kind is list or kind is tuple:
+        if kind is list or kind is tuple or kind is Call:
             if not obj:
                 return (), True
             items = []
@@ -985,14 +986,14 @@ def compact(summary: Dict[str, Any], shared: Optional[Dict[Any, Any]] = None) ->
                     items.append(intern(item))
                 elif k is int or item is None:
                     items.append(item)
-                elif k is list or k is tuple or k is dict or k is FrozenDict:
+                elif k is list or k is tuple or k is dict or k is FrozenDict or k is Call:
                     value, ok = go(item)
                     items.append(value)
                     shareable = shareable and ok
                 else:  # a bool, a float, ...: kept, and the container is not shared
                     items.append(item)
                     shareable = False
-            out: Any = tuple(items)
+            out: Any = _new_call(Call, items) if kind is Call else tuple(items)
         elif kind is dict or kind is FrozenDict:
             if not obj:
                 return empty, True
@@ -1013,9 +1014,25 @@ def compact(summary: Dict[str, Any], shared: Optional[Dict[Any, Any]] = None) ->
             out = FrozenDict(entries)
         else:
             return obj, kind is int or obj is None
-        return (memo.setdefault(out, out), True) if shareable else (out, False)
+        if shareable:
+            got = memo.setdefault(out, out)
+            if got.__class__ is out.__class__:  # (a call equals the plain tuple of its fields)
+                return got, True
+        return out, False
 
     return {k: go(v)[0] for k, v in summary.items()}
+
+
+#: `Call(*fields)` without the checks of `Call._make` (the fields are the summarizer's own).
+_new_call = tuple.__new__
+
+
+def _typed_calls(summary: Dict[str, Any]) -> None:
+    """The calls of a summary as `Call`s (the summarizer's lists, or JSON's from the cache); a
+    summary already compact has them."""
+    for body in (summary.get("module"), *summary.get("functions", ())):
+        if body.__class__ is dict and "calls" in body:
+            body["calls"] = [c if c.__class__ is Call else _new_call(Call, c if len(c) > C_HOST else (*c, ())) for c in body["calls"]]
 
 
 def _data_facts(summary: Dict[str, Any], text: str, tree: ast.Module) -> None:
