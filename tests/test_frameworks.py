@@ -11,7 +11,8 @@ import pytest
 
 from speedlint.analyzer.frameworks import lightning
 from speedlint.analyzer.frameworks.hooks import class_hooks, framework_runs_without_grad
-from speedlint.analyzer.program import link, summarize
+from speedlint.analyzer.program.facts import link
+from speedlint.analyzer.program.summary import summarize
 
 
 def _link(tmp_path: Path, files: dict, configs: dict = None):
