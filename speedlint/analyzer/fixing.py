@@ -89,7 +89,8 @@ def _add_imports(module: cst.Module, imports) -> cst.Module:  # type: ignore[no-
     return AddImportsVisitor(context).transform_module(module)
 
 
-def _compiles(text: str, path: str) -> bool:
+def compiles(text: str, path: str) -> bool:
+    """Whether `text` compiles as Python (the guard every fix passes: it must not break the file)."""
     try:
         compile(text, path, "exec", dont_inherit=True)
     except Exception:
@@ -168,7 +169,7 @@ def fix_text(
         del todo, module, analysis
         try:
             parsed = cst.parse_module(new_text)
-            if _compiles(text, path):
+            if compiles(text, path):
                 compile(new_text, path, "exec", dont_inherit=True)
         except Exception as exc:
             codes = ", ".join(sorted({f.code for f in applied}))

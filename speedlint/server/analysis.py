@@ -20,7 +20,7 @@ from typing import List, Optional, Sequence, Tuple, Type
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.engine import Analysis, analyze_text
 from speedlint.analyzer.findings import Diagnostic, Finding, allowed
-from speedlint.analyzer.fixing import apply_round, fix_text
+from speedlint.analyzer.fixing import apply_round, compiles, fix_text
 from speedlint.analyzer.notebook import Notebook, NotebookError
 from speedlint.analyzer.notebook_fix import fix_notebook
 from speedlint.analyzer.parallel import config_diagnostics
@@ -82,14 +82,6 @@ def _reproduced(analysis: Analysis, text: str) -> bool:
     return analysis.ctx is not None and analysis.ctx.module.code == text
 
 
-def _compiles(text: str, path: str) -> bool:
-    try:
-        compile(text, path, "exec", dont_inherit=True)
-    except Exception:
-        return False
-    return True
-
-
 def fix_one(text: str, shown: str, settings: Settings, seeds: Optional[FileSeeds], code: str, line: int, column: int) -> Optional[str]:
     """`text` with the fix of the finding of rule `code` at `line`:`column` applied (safe or
     unsafe), or None when there is no such fix to apply (or LibCST does not give the text back)."""
@@ -107,7 +99,7 @@ def fix_one(text: str, shown: str, settings: Settings, seeds: Optional[FileSeeds
         return None
     module, applied = apply_round(analysis.ctx.module, analysis.ctx, found[:1])  # type: ignore[union-attr]
     new = module.code
-    if not applied or new == text or (_compiles(text, shown) and not _compiles(new, shown)):
+    if not applied or new == text or (compiles(text, shown) and not compiles(new, shown)):
         return None
     return new
 
