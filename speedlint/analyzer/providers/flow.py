@@ -946,7 +946,7 @@ class Flow:
             it = b.value
             if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and not it.args:
                 return _PARAM_ITERS.get(it.func.attr.value) == b.path
-            return False
+            return self._element_is_tensor(it, b.path, depth)
         if b.kind == "augassign":
             if self.is_tensor(b.value, depth + 1):
                 return True
@@ -957,6 +957,18 @@ class Flow:
             if _container_parameter(b.function, b.param):
                 return False  # (an element of it: see `_is_tensor`'s subscripts)
             return self._param_is_tensor(b, name, depth)
+        return False
+
+    def _element_is_tensor(self, it: Optional[cst.BaseExpression], path: Tuple[int, ...], depth: int) -> bool:
+        """An element of a loop's iterable: `for row in t` (a row of a tensor is a tensor),
+        `for a, b in zip(t, u)` (the i-th element of the i-th zipped tensor). Only for the
+        iterables that are tensors themselves: a list, a loader, `range` stay unknown."""
+        if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "zip" and self.ctx.qualname(it.func) is None:
+            if len(path) == 1 and path[0] < len(it.args) and not any(a.star or a.keyword for a in it.args):
+                return self.is_tensor(it.args[path[0]].value, depth + 1)
+            return False
+        if not path and isinstance(it, (cst.Name, cst.Attribute)):
+            return self.is_tensor(it, depth + 1)
         return False
 
     def _param_is_tensor(self, b: Binding, name: cst.Name, depth: int) -> bool:
