@@ -438,6 +438,14 @@ class Flow:
                 break
             node = node.elements[i].value  # type: ignore[union-attr]
             rest = rest[1:]
+        if rest and isinstance(value, cst.Name):
+            # `batch = [b.to(device) for b in batch]`, then `x, y = batch`: an element of the list
+            for r in self.reaching(value):
+                made = self.value_at(r) if r.kind == "assign" and not r.path else None
+                if isinstance(made, (cst.ListComp, cst.GeneratorExp)):
+                    return [made.elt]
+        if rest and isinstance(value, (cst.ListComp, cst.GeneratorExp)):
+            return [value.elt]
         if not rest or not isinstance(value, cst.Call):
             return [value]
         out: List[cst.BaseExpression] = []
