@@ -47,7 +47,7 @@ from speedlint.analyzer.configs.summary import walk
 from speedlint.analyzer.textscan import may_use_gpu, says_grad_off
 
 #: The summary format (bump when `summarize` changes what it records).
-SUMMARY_FORMAT = 10
+SUMMARY_FORMAT = 11
 
 #: In `passed_constants`: a call site that does not pass the parameter (its default applies).
 DEFAULT = "\x00default"
@@ -1019,6 +1019,12 @@ def summarize(text: str, tree: Optional[ast.Module] = None, shared: Optional[Dic
     summary["benchmark_on"] = summary["cudnn_text"] and bool(_BENCHMARK_ON.search(text))
     summary["fixed_shapes"] = any(w in text for w in _FIXED_SHAPE_HINTS) and bool(_FIXED_SHAPES.search(text))
     _data_facts(summary, text, tree)
+    # frameworks (speedlint.analyzer.frameworks): TF32 switched on, accelerate used
+    from speedlint.analyzer.frameworks._knobs_hf import summary_facts
+
+    fw = summary_facts(text)
+    if fw:
+        summary["fw"] = fw
     return compact(summary, shared)
 
 
@@ -3035,6 +3041,10 @@ def link(files: Sequence[Tuple[str, str, Dict[str, Any]]], config_files: Sequenc
     from speedlint.analyzer.loader_program import add_data_seeds
 
     add_data_seeds(hot, seeds, FileSeeds, config_files)
+    # frameworks (speedlint.analyzer.frameworks): TF32 anywhere, accelerate's repository config
+    from speedlint.analyzer.frameworks._knobs_hf import add_seeds as add_framework_seeds
+
+    add_framework_seeds([(m.path, m.shown, m.summary) for m in program.modules], seeds, FileSeeds, config_files)
     for mid, known in hot.config_defaults(config_files).items():
         m = program.modules[mid]
         if m.summary.get("loaders") or m.shown in seeds:  # (files that build or use a loader)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from speedlint.analyzer.configs.edit import value_edit
+from speedlint.analyzer.frameworks._knobs_hf import FP32, precision_knob
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, MEDIUM, UNSAFE, Fix, Impact, Rule
 
 
@@ -79,11 +80,19 @@ class Fp32TrainingStep(Rule):
         level=HIGH,
     )
     fixes = (UNSAFE, DISPLAY_ONLY)
-    triggers = ("backward",)
-    ast_precondition = staticmethod(lambda facts: facts.may_use_gpu and facts.may_have_training_step)
+    triggers = ("backward", "TrainingArguments", "Accelerator")
+    ast_precondition = staticmethod(
+        lambda facts: (facts.may_use_gpu and facts.may_have_training_step) or facts.text_has_word("TrainingArguments", "Seq2SeqTrainingArguments", "Accelerator")
+    )
 
     def visit_Module(self, node: cst.Module) -> None:
         ctx = self.ctx
+        knob = precision_knob(ctx)  # a framework decides the step's precision (Trainer, accelerate)
+        if knob is not None:
+            if knob.state == FP32 and knob.anchor is not None and (ctx.may_use_gpu or knob.certain):
+                fix = Fix.replace(knob.fix[0], knob.fix[1], knob.fix[2], UNSAFE) if knob.fix else None
+                self.report(knob.anchor, knob.message, fix=fix, impact=None if knob.certain else self.impact.with_level(MEDIUM))
+            return
         if not ctx.may_use_gpu:
             return  # CPU-only script: bfloat16 autocast on CPU is rarely faster; no GPU advice
         from speedlint.fixers import amp  # lazily: it imports libcst.codemod (slow start-up)

@@ -1,0 +1,116 @@
+"""What the Hugging Face `Trainer` and accelerate decide for the user's training step: shared types
+and the entry points the program model and the rules call (`hf.py`, `accelerate.py` hold the
+knowledge of each framework).
+
+* `summary_facts(text)`: per file, at summary time (cached with the summary): whether the file
+  enables TF32 matmuls, and whether it uses accelerate;
+* `add_seeds(...)`: at link time, over the whole run: TF32 enabled anywhere in the project, and
+  the mixed precision that an accelerate config file or a launch script of the repository sets;
+* `precision_knob(ctx)`: the precision a framework knob gives the training of this file (FP32,
+  mixed, or unknown), where the knob is written and how to fix it;
+* `tf32_enabled(ctx)`: TF32 matmuls are switched on (or set on purpose) somewhere.
+
+Nothing here imports a framework: the facts are read from source text, config files and
+launch scripts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Optional, Tuple
+
+import libcst as cst
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.context import FileContext
+
+#: Knob states.
+FP32, MIXED, UNKNOWN = "fp32", "mixed", "unknown"
+
+#: Text that switches TF32 matmuls on, or sets the matmul precision on purpose ("highest").
+_TF32 = re.compile(r"set_float32_matmul_precision|allow_tf32|\btf32\s*[=:]")
+#: Project facts (`FileSeeds.project` keys).
+TF32_KEY = "tf32_enabled"
+ACCELERATE_KEY = "accelerate_precision"
+
+
+@dataclass(frozen=True)
+class Knob:
+    """The precision a framework knob gives a training run."""
+
+    state: str  # FP32 | MIXED | UNKNOWN
+    anchor: Optional[cst.CSTNode] = None  # the keyword, or the constructor when it is left out
+    message: str = ""
+    certain: bool = True  # False: the value depends on something outside the code (medium)
+    #: (node, replacement, title) of the unsafe fix, when the code can be edited in one place
+    fix: Optional[Tuple[cst.CSTNode, cst.CSTNode, str]] = None
+    #: a config-file site holding the value (`providers.configs.ConfigSite`), if any
+    config_site: Any = None
+    related: Tuple[Tuple[Any, ...], ...] = field(default=())
+
+
+def summary_facts(text: str) -> Dict[str, Any]:
+    """Per-file facts for the summary (empty for most files)."""
+    out: Dict[str, Any] = {}
+    if ("tf32" in text or "matmul_precision" in text) and _TF32.search(text):
+        out["tf32"] = True
+    if "accelerate" in text and "Accelerator" in text:
+        out["accelerate"] = True
+    return out
+
+
+def add_seeds(summaries: Iterable[Tuple[str, str, Dict[str, Any]]], seeds: Dict[str, Any], new_seeds: Callable[[], Any], config_files: Iterable[str]) -> None:
+    """Whole-run facts for the frameworks' rules: `(path, shown, summary)` per file."""
+    from speedlint.analyzer.frameworks.accelerate import repo_precision
+
+    files = list(summaries)
+    if any((s.get("fw") or {}).get("tf32") for _, _, s in files):
+        for _, shown, _ in files:
+            seeds.setdefault(shown, new_seeds()).project[TF32_KEY] = True
+    configs = list(config_files)
+    for path, shown, s in files:
+        if (s.get("fw") or {}).get("accelerate"):
+            found = repo_precision(path, configs)
+            if found is not None:
+                seeds.setdefault(shown, new_seeds()).project[ACCELERATE_KEY] = list(found)
+
+
+def precision_knob(ctx: "FileContext") -> Optional[Knob]:
+    """The precision the framework of this file gives its training (None: no framework knob)."""
+    from speedlint.analyzer.frameworks import accelerate, hf
+
+    for ask in (hf.precision, accelerate.precision):
+        knob = ask(ctx)
+        if knob is not None:
+            return knob
+    return None
+
+
+def tf32_enabled(ctx: "FileContext") -> bool:
+    """TF32 matmuls switched on, or the matmul precision set on purpose, in this file or anywhere
+    in the project (`torch.set_float32_matmul_precision`, `torch.backends.cuda.matmul.allow_tf32`,
+    HF `TrainingArguments(tf32=...)`)."""
+    if summary_facts(ctx.source).get("tf32"):
+        return True
+    return bool(ctx.seeds is not None and ctx.seeds.project.get(TF32_KEY))
+
+
+def keyword_added(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:
+    """`call` with `name=value` as its last keyword (replacing the value when it is written)."""
+    args = list(call.args)
+    for i, arg in enumerate(args):
+        if arg.keyword is not None and arg.keyword.value == name:
+            args[i] = arg.with_changes(value=value)
+            return call.with_changes(args=args)
+    new = cst.Arg(
+        keyword=cst.Name(name),
+        value=value,
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+    )
+    if args and isinstance(args[-1].comma, cst.Comma):  # a trailing comma (one argument a line)
+        last = args[-1].comma
+        between = args[-2].comma if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) else last
+        args[-1] = args[-1].with_changes(comma=between)
+        new = new.with_changes(comma=last)
+    return call.with_changes(args=[*args, new])

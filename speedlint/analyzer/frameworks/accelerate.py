@@ -1,0 +1,202 @@
+"""accelerate: the precision `Accelerator(...)` gives the user's own training loop.
+
+`Accelerator(mixed_precision=...)` decides whether the loop that calls `accelerator.backward(loss)`
+runs under autocast:
+
+* `"fp16"`, `"bf16"`, `"fp8"`: mixed precision;
+* `"no"`: FP32 (on the keyword; medium when the value is a command-line default the user may
+  change);
+* left out (or `None`): accelerate reads the environment that `accelerate launch` sets from
+  `accelerate config` or `--mixed_precision`. An accelerate config file shipped in the repository
+  (a YAML/JSON file with `mixed_precision:` next to `distributed_type:` or
+  `compute_environment:`), or `--mixed_precision` in a launch script or README command of the
+  repository, gives the value; with neither, the documented run is FP32 (on the constructor,
+  medium: it depends on the user's own `accelerate config`);
+* any other expression (`args.mixed_precision` with no default, a config value): unknown.
+
+A `.to(device)` of a batch from a loader passed to `accelerator.prepare(...)` moves nothing (the
+prepared loader already placed it): `prepared_loaders` names them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from functools import lru_cache
+from typing import TYPE_CHECKING, List, Optional, Sequence, Set, Tuple
+
+import libcst as cst
+
+from speedlint.analyzer.frameworks._knobs_hf import ACCELERATE_KEY, FP32, MIXED, UNKNOWN, Knob, keyword_added
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.context import FileContext
+
+ACCELERATOR = ("accelerate.Accelerator", "accelerate.accelerator.Accelerator")
+MIXED_VALUES = frozenset({"fp16", "bf16", "fp8"})
+#: Files that mark the root of a repository (the folder whose config files and launch scripts count).
+_ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "README.md", "README.rst")
+_LAUNCH_FLAG = re.compile(r"--mixed[_-]precision[= ]+[\"']?(\w+)")
+_CONFIG_KEY = re.compile(r"^mixed_precision:\s*[\"']?(\w+)", re.M)
+_ACCELERATE_KEYS = re.compile(r"^(distributed_type|compute_environment):", re.M)
+_LAUNCH_FILES = re.compile(r"(\.sh|\.bash|\.md|\.rst|\.txt)$|^Makefile$|^README", re.I)
+
+
+def accelerators(ctx: "FileContext") -> List[cst.Call]:
+    """The `Accelerator(...)` constructions of the file, in source order."""
+    if "Accelerator" not in ctx.source:
+        return []
+    return [c for c in ctx.torch.calls if ctx.matches(c.func, *ACCELERATOR)]
+
+
+def precision(ctx: "FileContext") -> Optional[Knob]:
+    """The precision of the file's accelerate training (None: no `Accelerator` here)."""
+    calls = accelerators(ctx)
+    if not calls or not ctx.torch.step_loops:
+        return None  # (inference with accelerate: no training step to speak of)
+    knobs = [_knob(ctx, call) for call in calls]
+    for state in (MIXED, UNKNOWN):  # several accelerators: any mixed or unknown one wins
+        for knob in knobs:
+            if knob.state == state:
+                return knob
+    return knobs[0]
+
+
+def _knob(ctx: "FileContext", call: cst.Call) -> Knob:
+    kw = ctx.values.kwarg(call, "mixed_precision")
+    bf16 = cst.SimpleString('"bf16"')
+    fix = (call, keyword_added(call, "mixed_precision", bf16), 'Set `Accelerator(mixed_precision="bf16")`')
+    if kw.missing or (kw.value is not None and kw.value.all(lambda v: v is None) and kw.value.kind == "literal"):
+        repo = ctx.seeds.project.get(ACCELERATE_KEY) if ctx.seeds is not None else None
+        if repo:
+            source, value, path, line = repo
+            state = MIXED if value in MIXED_VALUES else FP32 if value == "no" else UNKNOWN
+            where = f"{os.path.basename(path)}:{line}"
+            return Knob(
+                state, call,
+                f"`Accelerator(...)` takes `mixed_precision` from the {source} ({where}), which says `{value}`: the training step runs in FP32",
+                certain=False, fix=fix,
+            )
+        return Knob(
+            FP32, call,
+            "`Accelerator(...)` without `mixed_precision`, and no accelerate config or `--mixed_precision` launch flag "
+            "in the repository: the training step runs in FP32 unless the user's own `accelerate config` says otherwise",
+            certain=False, fix=fix,
+        )
+    if kw.unknown or kw.value is None:
+        return Knob(UNKNOWN, kw.node)
+    value = kw.value
+    if value.all(lambda v: isinstance(v, str) and v in MIXED_VALUES):
+        return Knob(MIXED, kw.node)
+    if value.all(lambda v: v == "no"):
+        node = kw.node
+        written = isinstance(node, cst.Arg) and isinstance(node.value, cst.SimpleString)
+        return Knob(
+            FP32, node,
+            "`Accelerator(mixed_precision=\"no\")`: the training step runs in FP32" if written
+            else "`Accelerator(mixed_precision=...)` is `\"no\"` by default: unless the run passes another value, the training step runs in FP32",
+            certain=written and value.certain, fix=fix if written else None,
+        )
+    return Knob(UNKNOWN, kw.node)
+
+
+def prepared_loaders(ctx: "FileContext") -> Set[str]:
+    """Names bound to the results of `accelerator.prepare(...)` (loaders among them place their
+    batches on the device themselves)."""
+    if "prepare" not in ctx.source or not accelerators(ctx):
+        return set()
+    out: Set[str] = set()
+    for node in ctx.torch.calls:
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "prepare"):
+            continue
+        parent = ctx.torch.parent(node)
+        if isinstance(parent, cst.Assign):
+            for t in parent.targets:
+                target = t.target
+                names = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
+                out |= {n.value for n in names if isinstance(n, cst.Name)}
+    return out
+
+
+# -- the repository: accelerate config files and launch commands ----------------------------------
+def repo_precision(path: str, config_files: Sequence[str]) -> Optional[Tuple[str, str, str, int]]:
+    """(where, value, file, line) of the mixed precision that the repository of `path` sets for
+    `accelerate launch`: an accelerate config file among `config_files`, else `--mixed_precision`
+    in a launch script or README of the repository's root (or its `scripts/`)."""
+    root = _root(os.path.dirname(os.path.abspath(path)))
+    for config in config_files:
+        if not os.path.abspath(config).startswith(root + os.sep):
+            continue
+        found = _config_value(config)
+        if found is not None:
+            return ("accelerate config file", found[0], config, found[1])
+    for folder in (root, os.path.join(root, "scripts")):
+        for name in _listdir(folder):
+            if _LAUNCH_FILES.search(name):
+                found = _launch_value(os.path.join(folder, name))
+                if found is not None:
+                    return ("launch command", found[0], os.path.join(folder, name), found[1])
+    return None
+
+
+@lru_cache(maxsize=256)
+def _root(folder: str) -> str:
+    current = folder
+    while True:
+        if any(os.path.exists(os.path.join(current, m)) for m in _ROOT_MARKERS):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return folder
+        current = parent
+
+
+def _listdir(folder: str) -> List[str]:
+    try:
+        return sorted(os.listdir(folder))
+    except OSError:
+        return []
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read(200_000)
+    except OSError:
+        return ""
+
+
+def _config_value(path: str) -> Optional[Tuple[str, int]]:
+    text = _read(path)
+    if "mixed_precision" not in text:
+        return None
+    if path.endswith(".json"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(data, dict) or not ({"distributed_type", "compute_environment"} & set(data)):
+            return None
+        value = data.get("mixed_precision")
+        if not isinstance(value, str):
+            return None
+        line = next((i for i, t in enumerate(text.splitlines(), 1) if "mixed_precision" in t), 1)
+        return value, line
+    if not _ACCELERATE_KEYS.search(text):
+        return None  # a training config with its own `mixed_precision` key, not accelerate's
+    match = _CONFIG_KEY.search(text)
+    if match is None:
+        return None
+    return match.group(1), text.count("\n", 0, match.start()) + 1
+
+
+def _launch_value(path: str) -> Optional[Tuple[str, int]]:
+    text = _read(path)
+    if "mixed" not in text:
+        return None
+    match = _LAUNCH_FLAG.search(text)
+    if match is None:
+        return None
+    return match.group(1), text.count("\n", 0, match.start()) + 1
