@@ -30,8 +30,15 @@ FP32, MIXED, UNKNOWN = "fp32", "mixed", "unknown"
 
 #: Text that switches TF32 matmuls on, or sets the matmul precision on purpose ("highest").
 _TF32 = re.compile(r"set_float32_matmul_precision|allow_tf32|\btf32\s*[=:]")
+#: Text that puts a run in reduced precision by other means than autocast: FSDP mixed-precision
+#: policies, model weights loaded or cast to float16/bfloat16.
+_REDUCED = re.compile(
+    r"\bMixedPrecision\(|torch_dtype\s*=\s*(torch\.(b?float16|half)|[\"']auto[\"'])|\.(half|bfloat16)\(\)"
+    r"|\.to\(\s*(dtype\s*=\s*)?torch\.(b?float16|half)\s*\)"
+)
 #: Project facts (`FileSeeds.project` keys).
 TF32_KEY = "tf32_enabled"
+REDUCED_KEY = "reduced_precision"
 ACCELERATE_KEY = "accelerate_precision"
 
 
@@ -57,6 +64,8 @@ def summary_facts(text: str) -> Dict[str, Any]:
         out["tf32"] = True
     if "accelerate" in text and "Accelerator" in text:
         out["accelerate"] = True
+    if ("MixedPrecision" in text or "16" in text or "half" in text) and _REDUCED.search(text):
+        out["reduced"] = True
     return out
 
 
@@ -68,6 +77,9 @@ def add_seeds(summaries: Iterable[Tuple[str, str, Dict[str, Any]]], seeds: Dict[
     if any((s.get("fw") or {}).get("tf32") for _, _, s in files):
         for _, shown, _ in files:
             seeds.setdefault(shown, new_seeds()).project[TF32_KEY] = True
+    if any((s.get("fw") or {}).get("reduced") for _, _, s in files):
+        for _, shown, _ in files:
+            seeds.setdefault(shown, new_seeds()).project[REDUCED_KEY] = True
     configs = list(config_files)
     for path, shown, s in files:
         if (s.get("fw") or {}).get("accelerate"):
@@ -94,6 +106,15 @@ def tf32_enabled(ctx: "FileContext") -> bool:
     if summary_facts(ctx.source).get("tf32"):
         return True
     return bool(ctx.seeds is not None and ctx.seeds.project.get(TF32_KEY))
+
+
+def reduced_precision(ctx: "FileContext") -> bool:
+    """The run is in reduced precision without autocast: an FSDP `MixedPrecision` policy, or
+    model weights loaded or cast to float16/bfloat16 (`torch_dtype=torch.bfloat16`, `"auto"`,
+    `.half()`), in this file or anywhere in the project. Not FP32 training."""
+    if summary_facts(ctx.source).get("reduced"):
+        return True
+    return bool(ctx.seeds is not None and ctx.seeds.project.get(REDUCED_KEY))
 
 
 def keyword_added(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:
