@@ -316,6 +316,9 @@ CACHE_FILL = 128
 #: Call-site flag: the call runs on one iteration of its innermost loop, under a test of that
 #: loop's counter for equality (`if i == len(loader) - 1:`). Rare when that loop is the step loop.
 ONE_ITERATION = 256
+#: Call-site flag: the call is the context expression of a `with` (`with MemoryTrace():`): the
+#: object's `__enter__` and `__exit__` run there too.
+WITH_ITEM = 512
 
 
 def _compares_counter(nodes: List[ast.AST], counter: Optional[str]) -> bool:
@@ -544,7 +547,14 @@ class _Summarizer:
     def _with(self, node: Any, fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
         off = grad_off
         for item in node.items:
+            before = len(fn["calls"])
             self._exprs(item.context_expr, fn, loop, guarded, handler, grad_off)
+            if item.context_expr.__class__ is ast.Call:  # its `__enter__` / `__exit__` run here
+                head = _expr(item.context_expr.func)  # type: ignore[attr-defined]
+                for record in fn["calls"][before:]:
+                    if record[C_LINE] == item.context_expr.lineno and record[C_FUNC] == head:
+                        record[C_FLAGS] |= WITH_ITEM
+                        break
             if _is_grad_off(item.context_expr):
                 off = True
             if item.optional_vars is not None:
@@ -1953,6 +1963,8 @@ class Program:
                 if o[0] == "C" and self._bind_fields(int(o[2:]), call, mid, fid, env):
                     changed = True
             callees = self._callees(objs)
+            if call[C_FLAGS] & WITH_ITEM:
+                callees = callees + self._context_methods(objs)
             for callee, skip in callees:
                 edges.append((i, callee))
                 params = self.functions[callee][1]["params"]
@@ -1975,6 +1987,17 @@ class Program:
                         changed = True
         self.edges[fid] = edges
         return changed
+
+    def _context_methods(self, objs: Set[str]) -> List[Tuple[int, int]]:
+        """`__enter__` and `__exit__` of the project classes a `with` constructs."""
+        out: List[Tuple[int, int]] = []
+        for o in sorted(objs):
+            if o[0] == "C":
+                for name in ("__enter__", "__exit__"):
+                    m = self.method(int(o[2:]), name)
+                    if m is not None:
+                        out.append((m, 1))
+        return out
 
     def _bind_fields(self, cid: int, call: List[Any], mid: int, fid: int, env: Dict[str, Set[str]]) -> bool:
         """`DataInfo(loader, sampler)` of a dataclass (or NamedTuple): the types of its fields, from
