@@ -133,7 +133,8 @@ def deprecated_sites(ctx: FileContext) -> List[Site]:
 
 
 def _in_import(ctx: FileContext, node: cst.CSTNode) -> bool:
-    return any(isinstance(a, (cst.Import, cst.ImportFrom)) for a in ctx.torch.ancestors(node))
+    """In an import, or in a type annotation (not a runtime use)."""
+    return any(isinstance(a, (cst.Import, cst.ImportFrom, cst.Annotation)) for a in ctx.torch.ancestors(node))
 
 
 def _fallback(ctx: FileContext, node: cst.CSTNode) -> bool:

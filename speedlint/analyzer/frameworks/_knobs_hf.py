@@ -135,3 +135,53 @@ def keyword_added(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.C
         args[-1] = args[-1].with_changes(comma=between)
         new = new.with_changes(comma=last)
     return call.with_changes(args=[*args, new])
+
+
+#: Words whose presence lets the loader rules look at a framework's loader knobs.
+LOADER_KNOB_WORDS = ("TrainingArguments", "Seq2SeqTrainingArguments")
+
+
+@dataclass(frozen=True)
+class FrameworkLoader:
+    """The loaders a framework builds from its knobs (the HF `Trainer`'s from `TrainingArguments`),
+    said the way the loader rules read a `DataLoader(...)`."""
+
+    constructor: cst.Call  # where the knobs are written (`TrainingArguments(`)
+    name: str  # how the code spells the constructor
+    workers: Optional[int]  # None: unknown
+    workers_node: Optional[cst.CSTNode]  # the keyword, when written
+    pin: Optional[bool]  # None: unknown
+    pin_node: Optional[cst.CSTNode]
+    persistent: Optional[bool]
+    persistent_node: Optional[cst.CSTNode]
+    in_memory: bool  # samples already in memory (tokenized up front): workers matter little
+    owner: str = "Trainer"  # what builds the loaders
+    workers_key: str = "dataloader_num_workers"
+    pin_key: str = "dataloader_pin_memory"
+    persistent_key: str = "dataloader_persistent_workers"
+    #: the constructor with workers (and persistent workers) set, for an unsafe fix
+    workers_fixed: Optional[cst.Call] = None
+    persistent_fixed: Optional[cst.Call] = None
+    pin_fixed: Optional[cst.Call] = None
+
+
+def literal_arg(node: Optional[cst.CSTNode]) -> bool:
+    """A keyword written with a literal `True`/`False`/number (a fix may edit it in place)."""
+    return isinstance(node, cst.Arg) and (isinstance(node.value, cst.Integer) or (isinstance(node.value, cst.Name) and node.value.value in ("True", "False")))
+
+
+def framework_loaders(ctx: "FileContext") -> Tuple[FrameworkLoader, ...]:
+    """The framework-built loaders configured in this file (empty for most files)."""
+    from speedlint.analyzer.frameworks import hf
+
+    if not any(w in ctx.source for w in LOADER_KNOB_WORDS):
+        return ()
+    out = []
+    for k in hf.loader_knobs(ctx):
+        out.append(FrameworkLoader(
+            k.call, ctx.code(k.call.func).rsplit(".", 1)[-1], k.workers, k.workers_node, k.pin, k.pin_node, k.persistent, k.persistent_node, k.in_memory,
+            workers_fixed=hf.workers_fix(ctx, k.call),
+            persistent_fixed=keyword_added(k.call, "dataloader_persistent_workers", cst.Name("True")),
+            pin_fixed=keyword_added(k.call, "dataloader_pin_memory", cst.Name("True")),
+        ))
+    return tuple(out)

@@ -134,7 +134,7 @@ def loader_knobs(ctx: "FileContext") -> List[LoaderKnob]:
     return out
 
 
-def workers_fix(ctx: "FileContext", call: cst.Call) -> cst.Call:
+def workers_fix(ctx: "FileContext", call: cst.Call) -> cst.Call:  # noqa: ARG001 (ctx: the spelling may need it)
     """`TrainingArguments(..., dataloader_num_workers=4, dataloader_persistent_workers=True)`."""
     new = keyword_added(call, "dataloader_num_workers", cst.Integer(str(FIX_WORKERS)))
     return keyword_added(new, "dataloader_persistent_workers", cst.Name("True"))

@@ -101,9 +101,10 @@ class Fp32MatmulPrecisionHighest(Rule):
             from speedlint.fixers import amp  # lazily: it imports libcst.codemod (slow start-up)
 
             plans = amp.plan(ctx)
-            if not plans or any(p.covered or p.remote or p.opt_in is not None or p.config_site is not None for p in plans.values()):
-                return  # AMP is written (on, or behind an option): TF32 is not what to change
-            entries = self._entries(set(plans))
+            # AMP written for a loop (on, or behind an option): TF32 is not what to change there
+            amp_loops = {loop for loop, p in plans.items() if p.covered or p.remote or p.opt_in is not None or p.config_site is not None}
+            with_amp = set(self._entries(amp_loops))
+            entries = [fn for fn in self._entries(set(plans) - amp_loops) if fn not in with_amp]
         for fn in entries:
             self._report(fn)
 
