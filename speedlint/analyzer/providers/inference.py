@@ -29,6 +29,8 @@ MODEL_WORDS = {
     "policy", "actor", "critic", "teacher", "student", "ema", "detector", "segmenter", "transformer", "unet",
 }
 MODEL_SUFFIXES = ("net", "model", "coder", "former")
+#: How the name of a sub-module ends (`aligner`, `predictor`, `head`, `block`): a thing, not an action.
+_SUBMODULE_ENDINGS = ("er", "or", "net", "model", "head", "layer", "layers", "block", "blocks", "proj", "embedding", "embeddings")
 VERBS = {
     "get", "build", "load", "make", "create", "lower", "init", "save", "to", "from", "set", "compute", "run",
     "update", "train", "eval", "is", "has", "copy", "export", "prepare", "convert", "apply", "wrap", "check",
@@ -180,10 +182,13 @@ class Models:
         if isinstance(func, cst.Attribute) and func.attr.value not in NOT_FORWARD:
             if func.attr.value in FORWARD_ATTRS:
                 return self.is_model(func.value)
-            # a sub-module of a model called (`model.text_encoder(x)`), not one of its methods
-            # named after what it does (`model.get_loss()`, `model.load(...)`)
+            # a sub-module of a model called (`model.text_encoder(x)`, `model.pitch_extractor(x)`),
+            # named as a thing, not one of its methods (`model.recognize(x)`, `model.get_loss()`)
             words = _words(func.attr.value)
-            return bool(words) and words[0] not in VERBS and isinstance(func.value, cst.Name) and self.is_model(func.value)
+            return (
+                bool(words) and words[0] not in VERBS and words[-1].endswith(_SUBMODULE_ENDINGS)
+                and isinstance(func.value, cst.Name) and self.is_model(func.value)
+            )
         return False
 
     def runs_forward(self, root: cst.CSTNode, depth: int = 2) -> bool:
