@@ -45,6 +45,7 @@ from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set
 from speedlint.analyzer.configs.summary import dotted_name as _dotted
 from speedlint.analyzer.configs.summary import walk
 from speedlint.analyzer.textscan import may_use_gpu, says_grad_off
+from speedlint.analyzer.records import RECORD_CALLS, record_field, record_type
 
 #: The summary format (bump when `summarize` changes what it records).
 SUMMARY_FORMAT = 11
@@ -1837,6 +1838,8 @@ class Program:
                 out.add(f"L:{mid}:{expr[4]}")  # a data loader built here
             if func[0] == "a" and tail in _RETURNS_SELF:  # `Net(...).to(device)` is the Net
                 out |= {o for o in self.eval(mid, fid, func[1], env, depth + 1) if o[0] == "I"}
+            if tail in RECORD_CALLS and len(expr) > 4 and expr[3]:
+                out.add(record_type(self, mid, fid, expr))  # `Munch(encoder=enc, ...)`: fields by name
             if tail in _CONTAINERS or tail == "partial":
                 for a in expr[2]:
                     out |= self.eval(mid, fid, a, env, depth + 1)
@@ -1873,6 +1876,8 @@ class Program:
         kind, _, rest = obj.partition(":")
         if kind == "M":
             return self.symbol(int(rest), name)
+        if kind == "R":
+            return record_field(self, obj, name)
         if kind in ("I", "C", "S"):
             cid = int(rest)
             meth = self.method(cid, name, skip_self=kind == "S")

@@ -824,7 +824,7 @@ class Flow:
             func = expr.func
             q = self.ctx.qualname(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
             if q is not None:
-                if q.startswith(("torch.nn.functional.", "torch.linalg.", "torch.fft.", "torch.special.")):
+                if q.startswith(("torch.nn.functional.", "torch.linalg.", "torch.fft.", "torch.special.", "torch.nn.utils.rnn.pad")):
                     return True
                 if q in _TENSOR_FUNCS:
                     return True
@@ -966,6 +966,23 @@ class Flow:
                 return False  # (an element of it: see `_is_tensor`'s subscripts)
             return self._param_is_tensor(b, name, depth)
         return False
+
+    def is_cpu_buffer(self, name: cst.Name) -> bool:
+        """`name` is only ever bound to a tensor made on the CPU by a factory without a device
+        (`buf = torch.zeros(shape)`): writing a device tensor into it copies to the host."""
+        bindings = self.reaching(name)
+        if not bindings:
+            return False
+        for b in bindings:
+            value = self.value_at(b) if b.kind == "assign" and not b.path else None
+            if not isinstance(value, cst.Call) or not isinstance(value.func, (cst.Name, cst.Attribute)):
+                return False
+            q = self.ctx.qualname(value.func) or ""
+            if q not in ("torch.zeros", "torch.ones", "torch.empty", "torch.full") or any(
+                a.keyword is not None and a.keyword.value == "device" or a.star for a in value.args
+            ):
+                return False
+        return True
 
     def _element_is_tensor(self, it: Optional[cst.BaseExpression], path: Tuple[int, ...], depth: int) -> bool:
         """An element of a loop's iterable: `for row in t` (a row of a tensor is a tensor),

@@ -189,6 +189,18 @@ class HostSyncInTrainingStep(Rule):
         # for every masked read of the function, and a finding per line would bury the others
         self._masks.setdefault(self.ctx.torch.enclosing_function(node), []).append(node)
 
+    def visit_Assign(self, node: cst.Assign) -> None:
+        """`buf[:, :n] = t` where `buf` was made on the CPU (`torch.zeros(shape)`) and `t` lives
+        on the device: a blocking device-to-host copy."""
+        for t in node.targets:
+            target = t.target
+            if (
+                isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and self._maybe_hot(node)
+                and self._cheap_candidate(node.value) and self.flow.is_tensor(node.value) and self.flow.is_cpu_buffer(target.value)
+            ):
+                self._sync(target, "a device tensor written into a CPU tensor (a blocking device-to-host copy)")
+                return
+
     def leave_Module(self, node: cst.Module) -> None:
         for sites in self._masks.values():
             hot = [s for s in sites if self._context(s) is not None]
