@@ -86,7 +86,7 @@ def _knob(ctx: "FileContext", call: cst.Call) -> Knob:
         return Knob(UNKNOWN, call)
     written = [a for a in call.args if a.keyword is not None and a.keyword.value in ("fp16", "bf16")]
     anchor: cst.CSTNode = written[0] if written else call
-    name = ctx.code(call.func)
+    name = ctx.code(call.func).rsplit(".", 1)[-1]
     fix = (call, keyword_added(call, "bf16", cst.Name("True")), f"Set `{name}(bf16=True)`")
     if any(not isinstance(a.value, cst.Name) for a in written):
         fix = None  # the value comes from elsewhere (an option, a constant): edit it there
