@@ -967,6 +967,13 @@ class Flow:
             return self._param_is_tensor(b, name, depth)
         return False
 
+    def is_epoch_counter(self, expr: cst.BaseExpression) -> bool:
+        """The counter of an epoch loop (`for epoch in range(n):` around the training steps)."""
+        if not isinstance(expr, cst.Name):
+            return False
+        b = self.binding(expr)
+        return b is not None and b.kind == "for" and b.site in self.facts.epoch_loops
+
     def is_cpu_buffer(self, name: cst.Name) -> bool:
         """`name` is only ever bound to a tensor made on the CPU by a factory without a device
         (`buf = torch.zeros(shape)`): writing a device tensor into it copies to the host."""

@@ -576,6 +576,9 @@ class HostSyncInTrainingStep(Rule):
                 for t in sub.comparisons:
                     op = t.operator
                     pair = (left, t.comparator)
+                    if isinstance(op, _ORDER_OPS[2:]) and any(self.flow.is_epoch_counter(x) for x in pair):
+                        left = t.comparator
+                        continue  # `if epoch >= warmup_epochs:`: every step of the epochs it holds in
                     if isinstance(op, (cst.Equal, cst.In)) and not negated and any(self._counter(x) for x in pair):
                         return True
                     if isinstance(op, (cst.NotEqual, cst.NotIn)) and negated and any(self._counter(x) for x in pair):
