@@ -220,7 +220,8 @@ class HostSyncInTrainingStep(Rule):
         if isinstance(expr, cst.Comparison):
             if any(not isinstance(t.operator, _ORDER_OPS) for t in expr.comparisons):
                 return False
-            return self._cheap_candidate(expr.left) and self.flow.is_tensor(expr.left)
+            sides = [expr.left] + [t.comparator for t in expr.comparisons]  # `a < b + m`: either side
+            return any(self._cheap_candidate(x) and self.flow.is_tensor(x) for x in sides)
         if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.BitInvert):
             return self._is_mask(expr.expression, depth + 1)
         if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.BitAnd, cst.BitOr)):
