@@ -172,6 +172,10 @@ class AstFacts:
         "has_loop", "has_stmt_loop", "eval_before_loop", "eval_call_scopes", "loop_scopes", "no_grad_scopes",
     })
 
+    #: set from the whole program (`seeded_facts`): a call here passes the worker count of a
+    #: loader that a helper in another module builds (`loader_helpers`)
+    passes_loader_workers = False
+
     def __init__(self, tree: Optional["ast.Module"] = None, text: str = "") -> None:
         #: the source text (the tree is parsed from it when `tree` is None, on first need only:
         #: a precondition that a text check already answers costs no parse)
@@ -872,6 +876,8 @@ def seeded_facts(facts: "AstFacts", seeds: "FileSeeds") -> None:
         facts.__dict__["may_have_sample_function"] = True
     if kinds:
         facts.__dict__["may_run_hot"] = True
+    if seeds.project.get("loader_helper_calls"):  # (loader_helpers.KEY)
+        facts.__dict__["passes_loader_workers"] = True
 
 
 #: Rules whose cost is "once per epoch": the only ones an epoch chain explains.

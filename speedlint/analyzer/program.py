@@ -3073,6 +3073,10 @@ def link(files: Sequence[Tuple[str, str, Dict[str, Any]]], config_files: Sequenc
     from speedlint.analyzer.frameworks._knobs_hf import add_seeds as add_framework_seeds
 
     add_framework_seeds([(m.path, m.shown, m.summary) for m in program.modules], seeds, FileSeeds, config_files)
+    # loader-building helpers whose worker count each call site passes (SPD101 at the call)
+    from speedlint.analyzer.loader_helpers import add_helper_seeds
+
+    add_helper_seeds(hot, seeds, FileSeeds, LOADER_NAMES)
     for mid, known in hot.config_defaults(config_files).items():
         m = program.modules[mid]
         if m.summary.get("loaders") or m.shown in seeds:  # (files that build or use a loader)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from speedlint.analyzer.frameworks._knobs_hf import LOADER_KNOB_WORDS, framework_loaders
-from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, LOW, UNSAFE, Fix, Impact, Rule
+from speedlint.analyzer.loader_helpers import KEY as HELPER_CALLS, helper_call
+from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, LOW, MEDIUM, UNSAFE, Fix, Impact, Rule
 from speedlint.analyzer.configs.edit import value_edit
 from speedlint.analyzer.providers.loaders import code_site as _code_site, CONFIG_WORKERS, LOADER_TRIGGERS, config_site, is_dataloader, may_build_loader, workers_text
 
@@ -109,7 +110,10 @@ class DataLoaderSyncLoading(Rule):
     )
     fixes = (UNSAFE, DISPLAY_ONLY)
     triggers = LOADER_TRIGGERS + LOADER_KNOB_WORDS
-    ast_precondition = staticmethod(lambda facts: may_build_loader(facts) or facts.text_has_word(*LOADER_KNOB_WORDS))
+    seed_triggers = (HELPER_CALLS,)
+    ast_precondition = staticmethod(
+        lambda facts: may_build_loader(facts) or facts.text_has_word(*LOADER_KNOB_WORDS) or facts.passes_loader_workers
+    )
 
     def visit_Module(self, node: cst.Module) -> None:
         """Loaders a framework builds from its knobs (the HF `Trainer` from `TrainingArguments`)."""
@@ -128,6 +132,14 @@ class DataLoaderSyncLoading(Rule):
             self.report(anchor, message, fix=fix, impact=impact)
 
     def visit_Call(self, node: cst.Call) -> None:
+        passed = helper_call(self.ctx, node)  # the worker count of a loader a helper builds elsewhere
+        if passed is not None and passed.workers == 0:
+            self.report(
+                passed.arg,
+                f"`{passed.param}=0` makes the loader built at {passed.helper} load its batches in the training process",
+                fix=Fix.advice(f"Pass `{passed.param}` >= 2 here (with `persistent_workers=True` in the helper)"),
+                impact=self.impact.with_level(MEDIUM, "a loader built elsewhere; how much depends on its dataset"),
+            )
         if not is_dataloader(self.ctx, node):
             return
         from speedlint.fixers.dataloader import plan, tune_module  # lazily: it imports libcst.codemod
