@@ -157,7 +157,7 @@ class HostSyncInTrainingStep(Rule):
                 if not arg.star and self._cheap_candidate(arg.value) and self.flow.is_tensor(arg.value):
                     self._sync(arg.value, "`print()` of a tensor")
                     break
-        elif isinstance(func, cst.Attribute) and func.attr.value in ("add_scalar", "set_postfix", "log_metric", "log_metrics") or self.ctx.matches(func, "wandb.log"):
+        elif isinstance(func, cst.Attribute) and func.attr.value in ("add_scalar", "set_postfix", "log_metric", "log_metrics") or self.ctx.matches(func, "wandb.log") or _wandb_run_log(func):
             self._logging(node)
         elif isinstance(func, cst.Attribute) and func.attr.value == "format" and isinstance(func.value, (cst.SimpleString, cst.ConcatenatedString)):
             self._first_tensor([a.value for a in node.args if not a.star], "`str.format()` of a tensor")
@@ -662,6 +662,14 @@ def _inner_sync_chain(expr: cst.BaseExpression) -> Iterator[cst.Call]:
             expr = expr.value
             continue
         return
+
+
+def _wandb_run_log(func: cst.BaseExpression) -> bool:
+    """`wandb_run.log({...})`, `self.wandb.log(...)`: the `log` of a W&B run object (`wandb.init()`
+    returns one; it is usually passed around under a name that says so)."""
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "log"):
+        return False
+    return "wandb" in (dotted(func.value) or "").lower()
 
 
 def _bool_operands(test: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
