@@ -185,3 +185,11 @@ def framework_loaders(ctx: "FileContext") -> Tuple[FrameworkLoader, ...]:
             pin_fixed=keyword_added(k.call, "dataloader_pin_memory", cst.Name("True")),
         ))
     return tuple(out)
+
+
+def placed_by_framework(ctx: "FileContext", expr: cst.BaseExpression) -> bool:
+    """`expr` is (part of) a batch that a framework already put on the device: a loop over a
+    loader returned by accelerate's `prepare(...)`. A `.to(device)` of it moves nothing."""
+    from speedlint.analyzer.frameworks.accelerate import batch_of_prepared_loader
+
+    return batch_of_prepared_loader(ctx, expr)

@@ -120,6 +120,38 @@ def prepared_loaders(ctx: "FileContext") -> Set[str]:
     return out
 
 
+def batch_of_prepared_loader(ctx: "FileContext", expr: cst.BaseExpression) -> bool:
+    """`expr` (`x`, `batch["x"]`, `batch.x`) comes from a loop over a loader returned by
+    `accelerator.prepare(...)`: accelerate already moved it to the device."""
+    prepared = prepared_loaders(ctx)
+    if not prepared:
+        return False
+    from speedlint.analyzer.providers.flow import flow
+
+    root = expr
+    while isinstance(root, (cst.Subscript, cst.Attribute)):
+        root = root.value
+    if not isinstance(root, cst.Name):
+        return False
+    info = flow(ctx)
+    seen: Set[str] = set()
+    while root.value not in seen:  # `x, y = batch` after `for batch in loader:`
+        seen.add(root.value)
+        b = info.binding(root)
+        if b is None:
+            return False
+        if b.kind == "for":
+            it = b.value
+            while isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value in ("enumerate", "tqdm", "iter") and it.args:
+                it = it.args[0].value
+            return isinstance(it, cst.Name) and it.value in prepared
+        value = info.value_at(b) if b.kind == "assign" else None
+        if not isinstance(value, cst.Name):
+            return False
+        root = value
+    return False
+
+
 # -- the repository: accelerate config files and launch commands ----------------------------------
 def repo_precision(path: str, config_files: Sequence[str]) -> Optional[Tuple[str, str, str, int]]:
     """(where, value, file, line) of the mixed precision that the repository of `path` sets for
