@@ -1,14 +1,12 @@
-"""What the Hugging Face `Trainer` and accelerate decide for the user's training step: shared types
-and the entry points the program model and the rules call (`hf.py`, `accelerate.py` hold the
-knowledge of each framework).
+"""Shared types and helpers of the Hugging Face `Trainer` / accelerate knowledge (`hf.py`,
+`accelerate.py`; their entry points for the program model and the rules are in
+`hf_accelerate.py`):
 
-* `summary_facts(text)`: per file, at summary time (cached with the summary): whether the file
-  enables TF32 matmuls, and whether it uses accelerate;
-* `add_seeds(...)`: at link time, over the whole run: TF32 enabled anywhere in the project, and
-  the mixed precision that an accelerate config file or a launch script of the repository sets;
-* `precision_knob(ctx)`: the precision a framework knob gives the training of this file (FP32,
-  mixed, or unknown), where the knob is written and how to fix it;
-* `tf32_enabled(ctx)`: TF32 matmuls are switched on (or set on purpose) somewhere.
+* `summary_facts(text)`: per file, at summary time (cached with the summary): TF32 switched on,
+  accelerate used, reduced-precision weights or FSDP policies, arguments parsed from a file;
+* `Knob`: the precision a framework knob gives a training run (FP32, mixed, or unknown), where
+  the knob is written and how to fix it; `FrameworkLoader`: the loaders a framework builds;
+* `keyword_added` / `literal_arg`: editing a constructor's keywords.
 
 Nothing here imports a framework: the facts are read from source text, config files and
 launch scripts.
@@ -18,12 +16,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import libcst as cst
-
-if TYPE_CHECKING:  # pragma: no cover
-    from speedlint.analyzer.context import FileContext
 
 #: Knob states.
 FP32, MIXED, UNKNOWN = "fp32", "mixed", "unknown"
@@ -40,6 +35,7 @@ _REDUCED = re.compile(
 TF32_KEY = "tf32_enabled"
 REDUCED_KEY = "reduced_precision"
 ACCELERATE_KEY = "accelerate_precision"
+HF_FILES_KEY = "hf_argument_files"
 
 
 @dataclass(frozen=True)
@@ -66,55 +62,9 @@ def summary_facts(text: str) -> Dict[str, Any]:
         out["accelerate"] = True
     if ("MixedPrecision" in text or "16" in text or "half" in text) and _REDUCED.search(text):
         out["reduced"] = True
+    if "HfArgumentParser" in text and ("parse_json_file" in text or "parse_yaml_file" in text):
+        out["hf_files"] = True
     return out
-
-
-def add_seeds(summaries: Iterable[Tuple[str, str, Dict[str, Any]]], seeds: Dict[str, Any], new_seeds: Callable[[], Any], config_files: Iterable[str]) -> None:
-    """Whole-run facts for the frameworks' rules: `(path, shown, summary)` per file."""
-    from speedlint.analyzer.frameworks.accelerate import repo_precision
-
-    files = list(summaries)
-    if any((s.get("fw") or {}).get("tf32") for _, _, s in files):
-        for _, shown, _ in files:
-            seeds.setdefault(shown, new_seeds()).project[TF32_KEY] = True
-    if any((s.get("fw") or {}).get("reduced") for _, _, s in files):
-        for _, shown, _ in files:
-            seeds.setdefault(shown, new_seeds()).project[REDUCED_KEY] = True
-    configs = list(config_files)
-    for path, shown, s in files:
-        if (s.get("fw") or {}).get("accelerate"):
-            found = repo_precision(path, configs)
-            if found is not None:
-                seeds.setdefault(shown, new_seeds()).project[ACCELERATE_KEY] = list(found)
-
-
-def precision_knob(ctx: "FileContext") -> Optional[Knob]:
-    """The precision the framework of this file gives its training (None: no framework knob)."""
-    from speedlint.analyzer.frameworks import accelerate, hf
-
-    for ask in (hf.precision, accelerate.precision):
-        knob = ask(ctx)
-        if knob is not None:
-            return knob
-    return None
-
-
-def tf32_enabled(ctx: "FileContext") -> bool:
-    """TF32 matmuls switched on, or the matmul precision set on purpose, in this file or anywhere
-    in the project (`torch.set_float32_matmul_precision`, `torch.backends.cuda.matmul.allow_tf32`,
-    HF `TrainingArguments(tf32=...)`)."""
-    if summary_facts(ctx.source).get("tf32"):
-        return True
-    return bool(ctx.seeds is not None and ctx.seeds.project.get(TF32_KEY))
-
-
-def reduced_precision(ctx: "FileContext") -> bool:
-    """The run is in reduced precision without autocast: an FSDP `MixedPrecision` policy, or
-    model weights loaded or cast to float16/bfloat16 (`torch_dtype=torch.bfloat16`, `"auto"`,
-    `.half()`), in this file or anywhere in the project. Not FP32 training."""
-    if summary_facts(ctx.source).get("reduced"):
-        return True
-    return bool(ctx.seeds is not None and ctx.seeds.project.get(REDUCED_KEY))
 
 
 def keyword_added(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:
@@ -168,28 +118,3 @@ class FrameworkLoader:
 def literal_arg(node: Optional[cst.CSTNode]) -> bool:
     """A keyword written with a literal `True`/`False`/number (a fix may edit it in place)."""
     return isinstance(node, cst.Arg) and (isinstance(node.value, cst.Integer) or (isinstance(node.value, cst.Name) and node.value.value in ("True", "False")))
-
-
-def framework_loaders(ctx: "FileContext") -> Tuple[FrameworkLoader, ...]:
-    """The framework-built loaders configured in this file (empty for most files)."""
-    from speedlint.analyzer.frameworks import hf
-
-    if not any(w in ctx.source for w in LOADER_KNOB_WORDS):
-        return ()
-    out = []
-    for k in hf.loader_knobs(ctx):
-        out.append(FrameworkLoader(
-            k.call, ctx.code(k.call.func).rsplit(".", 1)[-1], k.workers, k.workers_node, k.pin, k.pin_node, k.persistent, k.persistent_node, k.in_memory,
-            workers_fixed=hf.workers_fix(ctx, k.call),
-            persistent_fixed=keyword_added(k.call, "dataloader_persistent_workers", cst.Name("True")),
-            pin_fixed=keyword_added(k.call, "dataloader_pin_memory", cst.Name("True")),
-        ))
-    return tuple(out)
-
-
-def placed_by_framework(ctx: "FileContext", expr: cst.BaseExpression) -> bool:
-    """`expr` is (part of) a batch that a framework already put on the device: a loop over a
-    loader returned by accelerate's `prepare(...)`. A `.to(device)` of it moves nothing."""
-    from speedlint.analyzer.frameworks.accelerate import batch_of_prepared_loader
-
-    return batch_of_prepared_loader(ctx, expr)

@@ -173,6 +173,12 @@ def repo_precision(path: str, config_files: Sequence[str]) -> Optional[Tuple[str
     return None
 
 
+def repo_root(folder: str) -> str:
+    """The repository a folder belongs to: the nearest folder at or above it holding `.git`,
+    `pyproject.toml`, `setup.py`, `setup.cfg`, `requirements.txt` or a README."""
+    return _root(folder)
+
+
 @lru_cache(maxsize=256)
 def _root(folder: str) -> str:
     current = folder

@@ -20,12 +20,15 @@ command-line defaults.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING, List, Optional, Sequence
 
 import libcst as cst
 
-from speedlint.analyzer.frameworks._knobs_hf import FP32, MIXED, UNKNOWN, Knob, keyword_added
+from speedlint.analyzer.configs.reader import Mapping, Scalar
+from speedlint.analyzer.frameworks._knobs_hf import FP32, HF_FILES_KEY, MIXED, UNKNOWN, Knob, keyword_added
+from speedlint.analyzer.providers.configs import ConfigSite
 
 if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.context import FileContext
@@ -67,9 +70,12 @@ def on_cpu(ctx: "FileContext", call: cst.Call) -> bool:
 
 def precision(ctx: "FileContext") -> Optional[Knob]:
     """The precision of the `Trainer` runs this file configures (None: no `TrainingArguments`)."""
+    from_files = _from_argument_files(ctx)
+    if from_files is not None and from_files.state == FP32:
+        return from_files  # a shipped argument file trains in FP32
     calls = [c for c in training_arguments(ctx) if not on_cpu(ctx, c)]
     if not calls:
-        return None
+        return from_files
     knobs = [_knob(ctx, call) for call in calls]
     for state in (MIXED, UNKNOWN):
         for knob in knobs:
@@ -149,3 +155,60 @@ def _tokenized_in_memory(ctx: "FileContext") -> bool:
         isinstance(c.func, cst.Attribute) and c.func.attr.value == "map" and c.args
         for c in ctx.torch.calls
     )
+
+
+# -- `HfArgumentParser(...).parse_json_file(...)`: the arguments in a file of the repository ---------
+_PARSE_FILE = ("parse_json_file", "parse_yaml_file")
+
+
+def argument_files(path: str, config_files: Sequence[str]) -> List[List[str]]:
+    """[file, content hash] of the JSON/YAML files of `path`'s repository that hold
+    `TrainingArguments` (an `output_dir` key at the top), for a script that parses its arguments
+    from such a file."""
+    from speedlint.analyzer.configs.sources import load
+    from speedlint.analyzer.frameworks.accelerate import repo_root
+
+    root = repo_root(os.path.dirname(os.path.abspath(path)))
+    out: List[List[str]] = []
+    for config in config_files:
+        if not os.path.abspath(config).startswith(root + os.sep) or not config.endswith((".json", ".yaml", ".yml")):
+            continue
+        doc, digest = load(config)
+        top = doc.root if doc is not None and doc.understood else None
+        if isinstance(top, Mapping) and "output_dir" in top.entries:
+            out.append([config, digest])
+    return out
+
+
+def _from_argument_files(ctx: "FileContext") -> Optional[Knob]:
+    """The precision of `TrainingArguments` parsed from the repository's argument files: FP32
+    when one of them turns neither `fp16` nor `bf16` on (on its `fp16: false` line when written,
+    else on the call that parses the file); None when the file parses none or they all use AMP."""
+    from speedlint.analyzer.configs.sources import load
+
+    files = ctx.seeds.project.get(HF_FILES_KEY) if ctx.seeds is not None else None
+    if not files or "HfArgumentParser" not in ctx.source:
+        return None
+    parse = next((c for c in ctx.torch.calls if isinstance(c.func, cst.Attribute) and c.func.attr.value in _PARSE_FILE), None)
+    if parse is None:
+        return None
+    for config, _ in files:
+        doc, _ = load(config)
+        top = doc.root if doc is not None else None
+        if not isinstance(top, Mapping):
+            continue
+        flags = {k: top.get(k) for k in ("fp16", "bf16")}
+        if any(isinstance(v, Scalar) and v.value is True for v in flags.values()):
+            continue
+        written = next((v for v in flags.values() if isinstance(v, Scalar) and v.located), None)
+        name = os.path.basename(config)
+        site = None
+        if written is not None:
+            key = next(k for k, v in flags.items() if v is written)
+            site = ConfigSite(config, written.line, written.col, written.end_col, written.raw, written.style, written.shared, (key,), written.value, doc.kind, key)  # type: ignore[union-attr]
+        return Knob(
+            FP32, parse,
+            f"the `TrainingArguments` read from `{name}` turn neither `fp16` nor `bf16` on: the Trainer runs forward and backward in FP32",
+            certain=True, config_site=site,
+        )
+    return Knob(MIXED, parse)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from speedlint.analyzer.frameworks._knobs_hf import LOADER_KNOB_WORDS, framework_loaders, literal_arg as _literal_arg
+from speedlint.analyzer.frameworks._knobs_hf import LOADER_KNOB_WORDS, literal_arg as _literal_arg
+from speedlint.analyzer.frameworks.hf_accelerate import framework_loaders
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, SAFE, Fix, Impact, ImportSpec, Rule
 from speedlint.analyzer.configs.edit import value_edit
 from speedlint.analyzer.providers.loaders import code_site as _code_site, LOADER_TRIGGERS, batches_to_cuda, config_site, is_dataloader, kwarg, may_build_loader

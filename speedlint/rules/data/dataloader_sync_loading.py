@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from speedlint.analyzer.frameworks._knobs_hf import LOADER_KNOB_WORDS, framework_loaders
+from speedlint.analyzer.frameworks._knobs_hf import LOADER_KNOB_WORDS
+from speedlint.analyzer.frameworks.hf_accelerate import framework_loaders
 from speedlint.analyzer.loader_helpers import KEY as HELPER_CALLS, helper_call
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, LOW, MEDIUM, UNSAFE, Fix, Impact, Rule
 from speedlint.analyzer.configs.edit import value_edit

@@ -6,7 +6,8 @@ from typing import Optional
 
 import libcst as cst
 
-from speedlint.analyzer.frameworks._knobs_hf import LOADER_KNOB_WORDS, framework_loaders, literal_arg as _literal_arg
+from speedlint.analyzer.frameworks._knobs_hf import LOADER_KNOB_WORDS, literal_arg as _literal_arg
+from speedlint.analyzer.frameworks.hf_accelerate import framework_loaders
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, SAFE, Fix, Impact, Rule
 from speedlint.analyzer.configs.edit import value_edit
 from speedlint.analyzer.providers.loaders import code_site as _code_site, LOADER_TRIGGERS, config_site, is_dataloader, kwarg, loader_facts, loader_kind, may_build_loader

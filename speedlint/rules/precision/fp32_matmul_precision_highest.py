@@ -6,7 +6,8 @@ from typing import List, Optional, Set
 
 import libcst as cst
 
-from speedlint.analyzer.frameworks._knobs_hf import FP32, precision_knob, reduced_precision, tf32_enabled
+from speedlint.analyzer.frameworks._knobs_hf import FP32
+from speedlint.analyzer.frameworks.hf_accelerate import precision_knob, reduced_precision, tf32_enabled
 from speedlint.analyzer.providers.inference import torch_attr
 from speedlint.analyzer.rule import MEDIUM, UNSAFE, Fix, Impact, Rule
 

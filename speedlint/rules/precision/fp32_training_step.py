@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from speedlint.analyzer.configs.edit import value_edit
-from speedlint.analyzer.frameworks._knobs_hf import FP32, precision_knob
+from speedlint.analyzer.frameworks._knobs_hf import FP32
+from speedlint.analyzer.frameworks.hf_accelerate import precision_knob
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, MEDIUM, UNSAFE, Fix, Impact, Rule
 
 
@@ -91,7 +92,11 @@ class Fp32TrainingStep(Rule):
         if knob is not None:
             if knob.state == FP32 and knob.anchor is not None and (ctx.may_use_gpu or knob.certain):
                 fix = Fix.replace(knob.fix[0], knob.fix[1], knob.fix[2], UNSAFE) if knob.fix else None
-                self.report(knob.anchor, knob.message, fix=fix, impact=None if knob.certain else self.impact.with_level(MEDIUM))
+                if knob.config_site is not None:  # the value is written in a config file: edit it there
+                    edit = value_edit(knob.config_site, True)
+                    fix = Fix.config(edit, f"Set `{knob.config_site.name}` to true in the config file", UNSAFE) if edit else None
+                impact = None if knob.certain else self.impact.with_level(MEDIUM)
+                self.report(knob.anchor, knob.message, fix=fix, impact=impact, at=knob.config_site)
             return
         if not ctx.may_use_gpu:
             return  # CPU-only script: bfloat16 autocast on CPU is rarely faster; no GPU advice

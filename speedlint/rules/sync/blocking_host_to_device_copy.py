@@ -6,7 +6,7 @@ from typing import Optional
 
 import libcst as cst
 
-from speedlint.analyzer.frameworks._knobs_hf import placed_by_framework
+from speedlint.analyzer.frameworks.hf_accelerate import placed_by_framework
 
 from speedlint.analyzer.fixes import with_keyword
 from speedlint.analyzer.rule import LOW, MEDIUM, SAFE, Fix, Impact, Rule
