@@ -12,12 +12,12 @@ count (`FileSeeds.project["loader_helper_calls"]`); SPD101 reads the value passe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Optional, Tuple
 
 import libcst as cst
 
-if TYPE_CHECKING:  # pragma: no cover
-    from speedlint.analyzer.context import FileContext
+#: `context.FileContext` (not imported: the program imports this module, and the context the program)
+FileContext = Any
 
 #: A call in a summary is `[line, callee expression, positional args, keyword args, ...]`
 #: (`program.C_LINE`, `C_FUNC`, `C_ARGS`, `C_KWS`; not imported: the program imports this module).
@@ -34,10 +34,11 @@ def _tail(expr: Any) -> str:
     return str(expr[2]) if expr[0] == "a" else str(expr[1]) if expr[0] == "n" else ""
 
 
-def _helpers(program: Any, loader_names: FrozenSet[str]) -> Dict[int, Tuple[str, int, int]]:
-    """fid -> (parameter, its position among the parameters, line of the loader) for functions
-    building a loader whose `num_workers` is one of their parameters."""
-    out: Dict[int, Tuple[str, int, int]] = {}
+def _helpers(program: Any, loader_names: FrozenSet[str]) -> Dict[int, Tuple[str, int, int, int]]:
+    """fid -> (parameter, its position among the parameters, line of the loader, position of the
+    parameter that is the loader's dataset or -1) for functions building a loader whose
+    `num_workers` is one of their parameters."""
+    out: Dict[int, Tuple[str, int, int, int]] = {}
     for fid, (_, fn) in enumerate(program.functions):
         params = fn["params"]
         for call in fn["calls"]:
@@ -45,7 +46,9 @@ def _helpers(program: Any, loader_names: FrozenSet[str]) -> Dict[int, Tuple[str,
                 continue
             value = call[C_KWS].get(WORKERS)
             if value is not None and value[0] == "n" and value[1] in params:
-                out[fid] = (value[1], params.index(value[1]), call[C_LINE])
+                dataset = call[C_KWS].get("dataset") or (call[C_ARGS][0] if call[C_ARGS] else None)
+                data_at = params.index(dataset[1]) if dataset is not None and dataset[0] == "n" and dataset[1] in params else -1
+                out[fid] = (value[1], params.index(value[1]), call[C_LINE], data_at)
                 break
     return out
 
@@ -64,7 +67,7 @@ def add_helper_seeds(hot: Any, seeds: Dict[str, Any], new_seeds: Callable[[], An
             found = helpers.get(callee)
             if found is None or callee == fid:
                 continue
-            name, position, line = found
+            name, position, line, data_at = found
             call = body["calls"][index]
             skip = 1 if program.fn_class[callee] is not None else 0  # a method's `self`
             passed: Optional[Any] = call[C_KWS].get(name)
@@ -75,7 +78,8 @@ def add_helper_seeds(hot: Any, seeds: Dict[str, Any], new_seeds: Callable[[], An
             helper_mid = program.functions[callee][0]
             shown = program.modules[helper_mid].shown
             project = seeds.setdefault(program.modules[mid].shown, new_seeds()).project
-            project.setdefault(KEY, {})[str(call[C_LINE])] = [name, position - skip, shown, line]
+            dataset = program.functions[callee][1]["params"][data_at] if data_at >= 0 else ""
+            project.setdefault(KEY, {})[str(call[C_LINE])] = [name, position - skip, shown, line, dataset, data_at - skip]
 
 
 @dataclass(frozen=True)
@@ -86,9 +90,10 @@ class HelperCall:
     workers: int
     helper: str  # where the loader is built: "data.py:42"
     param: str
+    dataset: Optional[cst.BaseExpression] = None  # what the call passes as the loader's dataset
 
 
-def helper_call(ctx: "FileContext", call: cst.Call) -> Optional[HelperCall]:
+def helper_call(ctx: FileContext, call: cst.Call) -> Optional[HelperCall]:
     """`call` passes the `num_workers` of a loader built in another module's helper, and the
     value passed is known (a single int)."""
     seeds = ctx.seeds
@@ -98,14 +103,21 @@ def helper_call(ctx: "FileContext", call: cst.Call) -> Optional[HelperCall]:
     entry = table.get(str(ctx.position(call).start.line))
     if entry is None:
         return None
-    name, position, shown, line = entry
-    arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
-    if arg is None:
-        positional = [a for a in call.args if a.keyword is None and not a.star]
-        arg = positional[position] if 0 <= position < len(positional) else None
+    name, position, shown, line, dataset_name, dataset_at = entry
+    arg = _argument(call, name, position)
     if arg is None:
         return None
     value = ctx.values.resolve(arg.value)
     if value is None or value.single is None or not isinstance(value.single, int) or isinstance(value.single, bool):
         return None
-    return HelperCall(arg, value.single, f"{shown}:{line}", name)
+    data = _argument(call, dataset_name, dataset_at) if dataset_name else None
+    return HelperCall(arg, value.single, f"{shown}:{line}", name, data.value if data is not None else None)
+
+
+def _argument(call: cst.Call, name: str, position: int) -> Optional[cst.Arg]:
+    """The argument of `call` for parameter `name` (by keyword, else at `position`)."""
+    arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+    if arg is None:
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        arg = positional[position] if 0 <= position < len(positional) else None
+    return arg

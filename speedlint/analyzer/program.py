@@ -3070,7 +3070,7 @@ def link(files: Sequence[Tuple[str, str, Dict[str, Any]]], config_files: Sequenc
 
     add_data_seeds(hot, seeds, FileSeeds, config_files)
     # frameworks (speedlint.analyzer.frameworks): TF32 anywhere, accelerate's repository config
-    from speedlint.analyzer.frameworks.hf_accelerate import add_seeds as add_framework_seeds
+    from speedlint.analyzer.frameworks._repo_hf import add_seeds as add_framework_seeds
 
     add_framework_seeds([(m.path, m.shown, m.summary) for m in program.modules], seeds, FileSeeds, config_files)
     # loader-building helpers whose worker count each call site passes (SPD101 at the call)

@@ -10,16 +10,16 @@ the fields it names.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Set
+from typing import Any, Dict, Set
 
-if TYPE_CHECKING:  # pragma: no cover
-    from speedlint.analyzer.program import Program
+#: `program.Program` (not imported: the program imports this module)
+Program = Any
 
 #: Calls that build an attribute record from their keyword arguments.
 RECORD_CALLS = frozenset({"Munch", "munchify", "SimpleNamespace", "EasyDict", "edict", "AttrDict", "DotMap", "Namespace", "Bunch", "Box"})
 
 
-def record_type(program: "Program", mid: int, fid: Any, call: Any) -> str:
+def record_type(program: Program, mid: int, fid: Any, call: Any) -> str:
     """The type of a record built by `call` (a summary call expression) in module `mid`,
     function `fid` (None at module level); its fields are kept with the program."""
     key = f"R:{mid}:{-1 if fid is None else fid}:{call[4]}"
@@ -28,7 +28,7 @@ def record_type(program: "Program", mid: int, fid: Any, call: Any) -> str:
     return key
 
 
-def record_field(program: "Program", obj: str, name: str) -> Set[str]:
+def record_field(program: Program, obj: str, name: str) -> Set[str]:
     """The types of field `name` of record `obj`: its keyword's value where the record is built."""
     fields = program.__dict__.get("_records", {}).get(obj)
     if not fields or name not in fields or name in ("*", "**"):

@@ -20,11 +20,8 @@ prepared loader already placed it): `prepared_loaders` names them.
 
 from __future__ import annotations
 
-import json
 import os
-import re
-from functools import lru_cache
-from typing import TYPE_CHECKING, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, List, Optional, Set
 
 import libcst as cst
 
@@ -35,12 +32,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 ACCELERATOR = ("accelerate.Accelerator", "accelerate.accelerator.Accelerator")
 MIXED_VALUES = frozenset({"fp16", "bf16", "fp8"})
-#: Files that mark the root of a repository (the folder whose config files and launch scripts count).
-_ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "README.md", "README.rst")
-_LAUNCH_FLAG = re.compile(r"--mixed[_-]precision[= ]+[\"']?(\w+)")
-_CONFIG_KEY = re.compile(r"^mixed_precision:\s*[\"']?(\w+)", re.M)
-_ACCELERATE_KEYS = re.compile(r"^(distributed_type|compute_environment):", re.M)
-_LAUNCH_FILES = re.compile(r"(\.sh|\.bash|\.md|\.rst|\.txt)$|^Makefile$|^README", re.I)
 
 
 def accelerators(ctx: "FileContext") -> List[cst.Call]:
@@ -150,91 +141,3 @@ def batch_of_prepared_loader(ctx: "FileContext", expr: cst.BaseExpression) -> bo
             return False
         root = value
     return False
-
-
-# -- the repository: accelerate config files and launch commands ----------------------------------
-def repo_precision(path: str, config_files: Sequence[str]) -> Optional[Tuple[str, str, str, int]]:
-    """(where, value, file, line) of the mixed precision that the repository of `path` sets for
-    `accelerate launch`: an accelerate config file among `config_files`, else `--mixed_precision`
-    in a launch script or README of the repository's root (or its `scripts/`)."""
-    root = _root(os.path.dirname(os.path.abspath(path)))
-    for config in config_files:
-        if not os.path.abspath(config).startswith(root + os.sep):
-            continue
-        found = _config_value(config)
-        if found is not None:
-            return ("accelerate config file", found[0], config, found[1])
-    for folder in (root, os.path.join(root, "scripts")):
-        for name in _listdir(folder):
-            if _LAUNCH_FILES.search(name):
-                found = _launch_value(os.path.join(folder, name))
-                if found is not None:
-                    return ("launch command", found[0], os.path.join(folder, name), found[1])
-    return None
-
-
-def repo_root(folder: str) -> str:
-    """The repository a folder belongs to: the nearest folder at or above it holding `.git`,
-    `pyproject.toml`, `setup.py`, `setup.cfg`, `requirements.txt` or a README."""
-    return _root(folder)
-
-
-@lru_cache(maxsize=256)
-def _root(folder: str) -> str:
-    current = folder
-    while True:
-        if any(os.path.exists(os.path.join(current, m)) for m in _ROOT_MARKERS):
-            return current
-        parent = os.path.dirname(current)
-        if parent == current:
-            return folder
-        current = parent
-
-
-def _listdir(folder: str) -> List[str]:
-    try:
-        return sorted(os.listdir(folder))
-    except OSError:
-        return []
-
-
-def _read(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read(200_000)
-    except OSError:
-        return ""
-
-
-def _config_value(path: str) -> Optional[Tuple[str, int]]:
-    text = _read(path)
-    if "mixed_precision" not in text:
-        return None
-    if path.endswith(".json"):
-        try:
-            data = json.loads(text)
-        except ValueError:
-            return None
-        if not isinstance(data, dict) or not ({"distributed_type", "compute_environment"} & set(data)):
-            return None
-        value = data.get("mixed_precision")
-        if not isinstance(value, str):
-            return None
-        line = next((i for i, t in enumerate(text.splitlines(), 1) if "mixed_precision" in t), 1)
-        return value, line
-    if not _ACCELERATE_KEYS.search(text):
-        return None  # a training config with its own `mixed_precision` key, not accelerate's
-    match = _CONFIG_KEY.search(text)
-    if match is None:
-        return None
-    return match.group(1), text.count("\n", 0, match.start()) + 1
-
-
-def _launch_value(path: str) -> Optional[Tuple[str, int]]:
-    text = _read(path)
-    if "mixed" not in text:
-        return None
-    match = _LAUNCH_FLAG.search(text)
-    if match is None:
-        return None
-    return match.group(1), text.count("\n", 0, match.start()) + 1

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Optional, Sequence
+from typing import TYPE_CHECKING, List, Optional
 
 import libcst as cst
 
 from speedlint.analyzer.configs.reader import Mapping, Scalar
+from speedlint.analyzer.configs.sources import load
 from speedlint.analyzer.frameworks._knobs_hf import FP32, HF_FILES_KEY, MIXED, UNKNOWN, Knob, keyword_added
 from speedlint.analyzer.providers.configs import ConfigSite
 
@@ -161,31 +162,10 @@ def _tokenized_in_memory(ctx: "FileContext") -> bool:
 _PARSE_FILE = ("parse_json_file", "parse_yaml_file")
 
 
-def argument_files(path: str, config_files: Sequence[str]) -> List[List[str]]:
-    """[file, content hash] of the JSON/YAML files of `path`'s repository that hold
-    `TrainingArguments` (an `output_dir` key at the top), for a script that parses its arguments
-    from such a file."""
-    from speedlint.analyzer.configs.sources import load
-    from speedlint.analyzer.frameworks.accelerate import repo_root
-
-    root = repo_root(os.path.dirname(os.path.abspath(path)))
-    out: List[List[str]] = []
-    for config in config_files:
-        if not os.path.abspath(config).startswith(root + os.sep) or not config.endswith((".json", ".yaml", ".yml")):
-            continue
-        doc, digest = load(config)
-        top = doc.root if doc is not None and doc.understood else None
-        if isinstance(top, Mapping) and "output_dir" in top.entries:
-            out.append([config, digest])
-    return out
-
-
 def _from_argument_files(ctx: "FileContext") -> Optional[Knob]:
     """The precision of `TrainingArguments` parsed from the repository's argument files: FP32
     when one of them turns neither `fp16` nor `bf16` on (on its `fp16: false` line when written,
     else on the call that parses the file); None when the file parses none or they all use AMP."""
-    from speedlint.analyzer.configs.sources import load
-
     files = ctx.seeds.project.get(HF_FILES_KEY) if ctx.seeds is not None else None
     if not files or "HfArgumentParser" not in ctx.source:
         return None

@@ -5,15 +5,13 @@ builds, batches a framework already placed (`hf.py`, `accelerate.py` hold the kn
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Optional, Tuple
+from typing import TYPE_CHECKING, Optional, Tuple
 
 import libcst as cst
 
 import speedlint.analyzer.frameworks.accelerate as accelerate
 import speedlint.analyzer.frameworks.hf as hf
 from speedlint.analyzer.frameworks._knobs_hf import (
-    ACCELERATE_KEY,
-    HF_FILES_KEY,
     LOADER_KNOB_WORDS,
     REDUCED_KEY,
     TF32_KEY,
@@ -25,27 +23,6 @@ from speedlint.analyzer.frameworks._knobs_hf import (
 
 if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.context import FileContext
-
-
-def add_seeds(summaries: Iterable[Tuple[str, str, Dict[str, Any]]], seeds: Dict[str, Any], new_seeds: Callable[[], Any], config_files: Iterable[str]) -> None:
-    """Whole-run facts for the frameworks' rules: `(path, shown, summary)` per file."""
-    files = list(summaries)
-    if any((s.get("fw") or {}).get("tf32") for _, _, s in files):
-        for _, shown, _ in files:
-            seeds.setdefault(shown, new_seeds()).project[TF32_KEY] = True
-    if any((s.get("fw") or {}).get("reduced") for _, _, s in files):
-        for _, shown, _ in files:
-            seeds.setdefault(shown, new_seeds()).project[REDUCED_KEY] = True
-    configs = list(config_files)
-    for path, shown, s in files:
-        if (s.get("fw") or {}).get("hf_files"):
-            found_files = hf.argument_files(path, configs)
-            if found_files:
-                seeds.setdefault(shown, new_seeds()).project[HF_FILES_KEY] = found_files
-        if (s.get("fw") or {}).get("accelerate"):
-            found = accelerate.repo_precision(path, configs)
-            if found is not None:
-                seeds.setdefault(shown, new_seeds()).project[ACCELERATE_KEY] = list(found)
 
 
 def precision_knob(ctx: "FileContext") -> Optional[Knob]:

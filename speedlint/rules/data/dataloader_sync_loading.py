@@ -9,7 +9,7 @@ from speedlint.analyzer.frameworks.hf_accelerate import framework_loaders
 from speedlint.analyzer.loader_helpers import KEY as HELPER_CALLS, helper_call
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, LOW, MEDIUM, UNSAFE, Fix, Impact, Rule
 from speedlint.analyzer.configs.edit import value_edit
-from speedlint.analyzer.providers.loaders import code_site as _code_site, CONFIG_WORKERS, LOADER_TRIGGERS, config_site, is_dataloader, may_build_loader, workers_text
+from speedlint.analyzer.providers.loaders import code_site as _code_site, CONFIG_WORKERS, LOADER_TRIGGERS, config_site, is_dataloader, loader_facts, may_build_loader, workers_text
 
 
 class DataLoaderSyncLoading(Rule):
@@ -134,7 +134,7 @@ class DataLoaderSyncLoading(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         passed = helper_call(self.ctx, node)  # the worker count of a loader a helper builds elsewhere
-        if passed is not None and passed.workers == 0:
+        if passed is not None and passed.workers == 0 and not (passed.dataset is not None and loader_facts(self.ctx).in_memory(passed.dataset)):
             self.report(
                 passed.arg,
                 f"`{passed.param}=0` makes the loader built at {passed.helper} load its batches in the training process",
