@@ -30,6 +30,7 @@ from speedlint.analyzer.configs.reader import Mapping, Scalar
 from speedlint.analyzer.configs.sources import load
 from speedlint.analyzer.frameworks._knobs_hf import FP32, HF_FILES_KEY, MIXED, UNKNOWN, Knob, keyword_added
 from speedlint.analyzer.providers.configs import ConfigSite
+from speedlint.analyzer.providers.inference import is_test_file
 
 if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.context import FileContext
@@ -46,8 +47,8 @@ FIX_WORKERS = 4
 
 def training_arguments(ctx: "FileContext") -> List[cst.Call]:
     """The `TrainingArguments(...)` constructions of the file, in source order."""
-    if "TrainingArguments" not in ctx.source:
-        return []
+    if "TrainingArguments" not in ctx.source or is_test_file(ctx.path):
+        return []  # (a test suite's tiny Trainer runs are not training runs)
     return [c for c in ctx.torch.calls if ctx.matches(c.func, *TRAINING_ARGUMENTS)]
 
 
