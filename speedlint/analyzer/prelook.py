@@ -483,6 +483,7 @@ class AstFacts:
         #: hotness kinds the whole program gives the file's functions; its code runs on a GPU
         self._seeded_kinds: FrozenSet[str] = frozenset()
         self._seeded_gpu = False
+        self._passes_loader_workers = False
 
     def seed(self, seeds: "FileSeeds") -> None:
         """The pre-look's answers for a file the whole program makes hot: its own text may show no
@@ -490,6 +491,13 @@ class AstFacts:
         any question is asked.)"""
         self._seeded_kinds = frozenset(seeds.kinds)
         self._seeded_gpu = seeds.gpu
+        self._passes_loader_workers = bool(seeds.project.get("loader_helper_calls"))  # (loader_helpers.KEY)
+
+    @property
+    def passes_loader_workers(self) -> bool:
+        """From the whole program: a call here passes the worker count of a loader that a helper in
+        another module builds (`loader_helpers`)."""
+        return self._passes_loader_workers
 
     # -- the tree ---------------------------------------------------------------------------------
     @property

@@ -86,6 +86,14 @@ def deprecated_sites(ctx: FileContext) -> List[Site]:
         new = _new_call(ctx, call, func, kind)
         imports = [("torch", None)] if need_import else []
         sites.append(Site(call, q, [(call, new)] if new is not None else None, imports))
+    # `autocast = torch.cuda.amp.autocast if fp16 else nullcontext`: the deprecated API bound to
+    # a name (or passed on) and called through it later; advice only (the call site decides
+    # which arguments the new API needs)
+    if "cuda.amp." in ctx.source:
+        funcs = {id(c.func) for c in ctx.torch.calls}
+        for node in walk.preorder(ctx.module):
+            if type(node) is cst.Attribute and id(node) not in funcs and ctx.qualname(node) in OLD and not _in_import(ctx, node):
+                sites.append(Site(node, ctx.qualname(node) or "", None))
     # `from torch.cuda.amp import autocast, GradScaler`: the import and the calls of its names
     for stmt in _amp_imports(ctx):
         if _fallback(ctx, stmt):
@@ -122,6 +130,11 @@ def deprecated_sites(ctx: FileContext) -> List[Site]:
             sites.append(Site(stmt, "torch.cuda.amp", None, kind="import"))
     ctx._speedlint_amp_api = sites  # type: ignore[attr-defined]
     return sites
+
+
+def _in_import(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """In an import, or in a type annotation (not a runtime use)."""
+    return any(isinstance(a, (cst.Import, cst.ImportFrom, cst.Annotation)) for a in ctx.torch.ancestors(node))
 
 
 def _fallback(ctx: FileContext, node: cst.CSTNode) -> bool:

@@ -15,14 +15,16 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from speedlint.analyzer.configs.reader import Mapping
 from speedlint.analyzer.configs.sources import load
+from speedlint.analyzer.frameworks._repo_hf import add_seeds as add_hf_seeds
 from speedlint.analyzer.frameworks.seeds import add_framework_seeds
 from speedlint.analyzer.inference_seeds import add_inference_seeds
+from speedlint.analyzer.loader_helpers import add_helper_seeds
 from speedlint.analyzer.program.data import add_data_seeds, moved_by_callees
 from speedlint.analyzer.program.hotness import _SKIP, Hotness
 from speedlint.analyzer.program.link import FileSeeds, Hop, Program
 from speedlint.analyzer.program.schema import C_ARGS, C_FLAGS, C_HOST, C_KWS, C_LINE, C_LOOP, CONDITIONAL, DEFAULT, EPOCH, GUARDED, HANDLER
 from speedlint.analyzer.program.summary import _callee_text, _literal
-from speedlint.analyzer.vocabulary import EVAL_NAME
+from speedlint.analyzer.vocabulary import EVAL_NAME, LOADER_NAMES
 
 
 class ProgramFacts(Hotness):
@@ -607,6 +609,9 @@ def link(files: Sequence[Tuple[str, str, Dict[str, Any]]], config_files: Sequenc
     add_data_seeds(hot, seeds, FileSeeds, config_files)
     unseen_calls = add_framework_seeds(hot, seeds, FileSeeds, config_files)
     add_inference_seeds(hot, seeds, FileSeeds, EVAL_NAME, unseen_calls)  # no_grad functions only inference reaches
+    # Hugging Face and accelerate: TF32 anywhere, accelerate's repository config, argument files
+    add_hf_seeds([(m.path, m.shown, m.summary) for m in program.modules], seeds, FileSeeds, config_files)
+    add_helper_seeds(hot, seeds, FileSeeds, LOADER_NAMES)  # loader-building helpers: the workers each call passes
     for mid, known in hot.config_defaults(config_files).items():
         m = program.modules[mid]
         if m.summary.get("loaders") or m.shown in seeds:  # (files that build or use a loader)

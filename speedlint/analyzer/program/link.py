@@ -18,8 +18,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
-from speedlint.analyzer.program.schema import C_ARGS, C_FUNC, C_KWS, STEP
+from speedlint.analyzer.program.schema import C_ARGS, C_FLAGS, C_FUNC, C_KWS, STEP, WITH_ITEM
 from speedlint.analyzer.program.summary import _callee_tail
+from speedlint.analyzer.records import RECORD_CALLS
 from speedlint.analyzer.vocabulary import LOADER_NAMES
 
 #: Containers whose calls give back what they hold (`nn.ModuleList([Block(), ...])`).
@@ -166,6 +167,9 @@ class Program:
     def __init__(self, files: Sequence[Tuple[str, str, Dict[str, Any]]]) -> None:
         """`files`: (absolute path, display path, summary) for every parsable file of the run."""
         self.modules: List[_Module] = []
+        #: attribute records (`Munch(encoder=enc)`, see `speedlint.analyzer.records`): type -> fields
+        self.records: Dict[str, Dict[str, Any]] = {}
+        self._records_busy: Set[str] = set()
         self.functions: List[Tuple[int, Dict[str, Any]]] = []  # fid -> (module id, summary)
         self.classes: List[Tuple[int, str, Dict[str, Any]]] = []  # cid -> (module id, qualname, summary)
         names = module_names(p for p, _, _ in files)
@@ -620,6 +624,8 @@ class Program:
                 out.add(f"L:{mid}:{expr[4]}")  # a data loader built here
             if func[0] == "a" and tail in _RETURNS_SELF:  # `Net(...).to(device)` is the Net
                 out |= {o for o in self.eval(mid, fid, func[1], env, depth + 1) if o[0] == "I"}
+            if tail in RECORD_CALLS and len(expr) > 4 and expr[3]:
+                out.add(self._record_type(mid, fid, expr))  # `Munch(encoder=enc, ...)`: fields by name
             if tail in _CONTAINERS or tail == "partial":
                 for a in expr[2]:
                     out |= self.eval(mid, fid, a, env, depth + 1)
@@ -656,6 +662,8 @@ class Program:
         kind, _, rest = obj.partition(":")
         if kind == "M":
             return self.symbol(int(rest), name)
+        if kind == "R":
+            return self._record_field(obj, name)
         if kind in ("I", "C", "S"):
             cid = int(rest)
             meth = self.method(cid, name, skip_self=kind == "S")
@@ -746,6 +754,8 @@ class Program:
                 if o[0] == "C" and self._bind_fields(int(o[2:]), call, mid, fid, env):
                     changed = True
             callees = self._callees(objs)
+            if call[C_FLAGS] & WITH_ITEM:
+                callees = callees + self._context_methods(objs)
             for callee, skip in callees:
                 edges.append((i, callee))
                 params = self.functions[callee][1]["params"]
@@ -768,6 +778,41 @@ class Program:
                         changed = True
         self.edges[fid] = edges
         return changed
+
+    def _record_type(self, mid: int, fid: Optional[int], call: Any) -> str:
+        """The type of a record built by `call` (a summary call expression) in module `mid`,
+        function `fid` (None at module level): `R:<module>:<function or -1>:<line>`."""
+        key = f"R:{mid}:{-1 if fid is None else fid}:{call[4]}"
+        self.records[key] = call[3]
+        return key
+
+    def _record_field(self, obj: str, name: str) -> Set[str]:
+        """The types of field `name` of record `obj`: its keyword's value where the record is built."""
+        fields = self.records.get(obj)
+        if not fields or name not in fields or name in ("*", "**") or obj in self._records_busy:
+            return set()  # (busy: a record holding itself)
+        _, mid_text, fid_text, _ = obj.split(":")
+        mid, fid = int(mid_text), int(fid_text)
+        reads, self._reads = self._reads, None  # (the caller notes its read of this field)
+        self._records_busy.add(obj)
+        try:
+            if fid < 0:
+                return set(self.eval(mid, None, fields[name], self.modules[mid].globals_env))
+            return set(self.eval(mid, fid, fields[name], self._local_env(mid, fid, self.functions[fid][1])))
+        finally:
+            self._records_busy.discard(obj)
+            self._reads = reads
+
+    def _context_methods(self, objs: Set[str]) -> List[Tuple[int, int]]:
+        """`__enter__` and `__exit__` of the project classes a `with` constructs."""
+        out: List[Tuple[int, int]] = []
+        for o in sorted(objs):
+            if o[0] == "C":
+                for name in ("__enter__", "__exit__"):
+                    m = self.method(int(o[2:]), name)
+                    if m is not None:
+                        out.append((m, 1))
+        return out
 
     def _bind_fields(self, cid: int, call: List[Any], mid: int, fid: int, env: Dict[str, Set[str]]) -> bool:
         """`DataInfo(loader, sampler)` of a dataclass (or NamedTuple): the types of its fields, from

@@ -56,3 +56,6 @@ CACHE_FILL = 128
 #: Call-site flag: the call runs on one iteration of its innermost loop, under a test of that
 #: loop's counter for equality (`if i == len(loader) - 1:`). Rare when that loop is the step loop.
 ONE_ITERATION = 256
+#: Call-site flag: the call is the context expression of a `with` (`with MemoryTrace():`): the
+#: object's `__enter__` and `__exit__` run there too.
+WITH_ITEM = 512

@@ -16,10 +16,11 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from speedlint.analyzer.configs.summary import config_summary, walk
 from speedlint.analyzer.program.loader_summary import loader_summary
+from speedlint.analyzer.frameworks._knobs_hf import summary_facts
 from speedlint.analyzer.settings_use import settings_summary
 from speedlint.analyzer.program.schema import (
     C_FLAGS, C_FUNC, C_HOST, C_KWS, C_LINE, CACHE_FILL, Call, CONDITIONAL, EVAL_ONLY, GRAD_OFF, GUARDED, HANDLER, INT, ONE_ITERATION, PROPERTY, SPLAT,
-    SUMMARY_FORMAT, TRAIN_ONLY,
+    SUMMARY_FORMAT, TRAIN_ONLY, WITH_ITEM,
 )
 from speedlint.analyzer.textscan import may_use_gpu, says_grad_off
 from speedlint.analyzer.vocabulary import COUNTER_NAME, SCHEDULER_HINT
@@ -457,7 +458,14 @@ class _Summarizer:
     def _with(self, node: Any, fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
         off = grad_off
         for item in node.items:
+            before = len(fn["calls"])
             self._exprs(item.context_expr, fn, loop, guarded, handler, grad_off)
+            if item.context_expr.__class__ is ast.Call:  # its `__enter__` / `__exit__` run here
+                head = _expr(item.context_expr.func)  # type: ignore[attr-defined]
+                for record in fn["calls"][before:]:
+                    if record[C_LINE] == item.context_expr.lineno and record[C_FUNC] == head:
+                        record[C_FLAGS] |= WITH_ITEM
+                        break
             if _is_grad_off(item.context_expr):
                 off = True
             if item.optional_vars is not None:
@@ -932,6 +940,9 @@ def summarize(text: str, tree: Optional[ast.Module] = None, shared: Optional[Dic
     summary["benchmark_on"] = summary["cudnn_text"] and bool(_BENCHMARK_ON.search(text))
     summary["fixed_shapes"] = any(w in text for w in _FIXED_SHAPE_HINTS) and bool(_FIXED_SHAPES.search(text))
     _data_facts(summary, text, tree)
+    fw = summary_facts(text)  # frameworks: TF32 switched on, accelerate used
+    if fw:
+        summary["fw"] = fw
     return compact(summary, shared)
 
 

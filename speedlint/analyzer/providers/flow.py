@@ -432,6 +432,14 @@ class Flow:
                 break
             node = node.elements[i].value  # type: ignore[union-attr]
             rest = rest[1:]
+        if rest and isinstance(value, cst.Name):
+            # `batch = [b.to(device) for b in batch]`, then `x, y = batch`: an element of the list
+            for r in self.reaching(value):
+                made = self.value_at(r) if r.kind == "assign" and not r.path else None
+                if isinstance(made, (cst.ListComp, cst.GeneratorExp)):
+                    return [made.elt]
+        if rest and isinstance(value, (cst.ListComp, cst.GeneratorExp)):
+            return [value.elt]
         if not rest or not isinstance(value, cst.Call):
             return [value]
         out: List[cst.BaseExpression] = []
@@ -810,7 +818,7 @@ class Flow:
             func = expr.func
             q = self.ctx.qualname(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
             if q is not None:
-                if q.startswith(("torch.nn.functional.", "torch.linalg.", "torch.fft.", "torch.special.")):
+                if q.startswith(("torch.nn.functional.", "torch.linalg.", "torch.fft.", "torch.special.", "torch.nn.utils.rnn.pad")):
                     return True
                 if q in _TENSOR_FUNCS:
                     return True
@@ -942,7 +950,7 @@ class Flow:
             it = b.value
             if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and not it.args:
                 return _PARAM_ITERS.get(it.func.attr.value) == b.path
-            return False
+            return self._element_is_tensor(it, b.path, depth)
         if b.kind == "augassign":
             if self.is_tensor(b.value, depth + 1):
                 return True
@@ -953,6 +961,42 @@ class Flow:
             if _container_parameter(b.function, b.param):
                 return False  # (an element of it: see `_is_tensor`'s subscripts)
             return self._param_is_tensor(b, name, depth)
+        return False
+
+    def is_epoch_counter(self, expr: cst.BaseExpression) -> bool:
+        """The counter of an epoch loop (`for epoch in range(n):` around the training steps)."""
+        if not isinstance(expr, cst.Name):
+            return False
+        b = self.binding(expr)
+        return b is not None and b.kind == "for" and b.site in self.facts.epoch_loops
+
+    def is_cpu_buffer(self, name: cst.Name) -> bool:
+        """`name` is only ever bound to a tensor made on the CPU by a factory without a device
+        (`buf = torch.zeros(shape)`): writing a device tensor into it copies to the host."""
+        bindings = self.reaching(name)
+        if not bindings:
+            return False
+        for b in bindings:
+            value = self.value_at(b) if b.kind == "assign" and not b.path else None
+            if not isinstance(value, cst.Call) or not isinstance(value.func, (cst.Name, cst.Attribute)):
+                return False
+            q = self.ctx.qualname(value.func) or ""
+            if q not in ("torch.zeros", "torch.ones", "torch.empty", "torch.full") or any(
+                a.keyword is not None and a.keyword.value == "device" or a.star for a in value.args
+            ):
+                return False
+        return True
+
+    def _element_is_tensor(self, it: Optional[cst.BaseExpression], path: Tuple[int, ...], depth: int) -> bool:
+        """An element of a loop's iterable: `for row in t` (a row of a tensor is a tensor),
+        `for a, b in zip(t, u)` (the i-th element of the i-th zipped tensor). Only for the
+        iterables that are tensors themselves: a list, a loader, `range` stay unknown."""
+        if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "zip" and self.ctx.qualname(it.func) is None:
+            if len(path) == 1 and path[0] < len(it.args) and not any(a.star or a.keyword for a in it.args):
+                return self.is_tensor(it.args[path[0]].value, depth + 1)
+            return False
+        if not path and isinstance(it, (cst.Name, cst.Attribute)):
+            return self.is_tensor(it, depth + 1)
         return False
 
     def _param_is_tensor(self, b: Binding, name: cst.Name, depth: int) -> bool:

@@ -29,6 +29,8 @@ MODEL_WORDS = {
     "policy", "actor", "critic", "teacher", "student", "ema", "detector", "segmenter", "transformer", "unet",
 }
 MODEL_SUFFIXES = ("net", "model", "coder", "former")
+#: How the name of a sub-module ends (`aligner`, `predictor`, `head`, `block`): a thing, not an action.
+_SUBMODULE_ENDINGS = ("er", "or", "net", "model", "head", "layer", "layers", "block", "blocks", "proj", "embedding", "embeddings")
 VERBS = {
     "get", "build", "load", "make", "create", "lower", "init", "save", "to", "from", "set", "compute", "run",
     "update", "train", "eval", "is", "has", "copy", "export", "prepare", "convert", "apply", "wrap", "check",
@@ -66,6 +68,7 @@ STORE_METHODS = {"append", "extend", "insert", "add", "push", "put", "appendleft
 LOG_METHODS = {
     "add_scalar", "add_scalars", "add_image", "add_images", "add_histogram", "add_figure", "add_text",
     "log", "log_dict", "info", "debug", "warning", "write", "print", "set_postfix", "set_description",
+    "add_audio", "add_video", "add_embedding", "add_pr_curve", "add_mesh",
 }
 #: Writing tensors out (`torch.save`, `np.save`, `json.dump`): a file does not keep inference
 #: tensors (`torch.load` gives ordinary ones back), so these calls are no reason for caution.
@@ -177,7 +180,15 @@ class Models:
         if self.is_model(func):
             return True
         if isinstance(func, cst.Attribute) and func.attr.value not in NOT_FORWARD:
-            return func.attr.value in FORWARD_ATTRS and self.is_model(func.value)
+            if func.attr.value in FORWARD_ATTRS:
+                return self.is_model(func.value)
+            # a sub-module of a model called (`model.text_encoder(x)`, `model.pitch_extractor(x)`),
+            # named as a thing, not one of its methods (`model.recognize(x)`, `model.get_loss()`)
+            words = _words(func.attr.value)
+            return (
+                bool(words) and words[0] not in VERBS and words[-1].endswith(_SUBMODULE_ENDINGS)
+                and isinstance(func.value, cst.Name) and self.is_model(func.value)
+            )
         return False
 
     def runs_forward(self, root: cst.CSTNode, depth: int = 2) -> bool:
@@ -347,6 +358,10 @@ class Escapes:
         self.region = region
         self.training_bound: List[str] = []  # silent: the result feeds a buffer/attribute training may read
         self.unsafe: List[str] = []  # the fix may change behaviour
+        #: the part of `unsafe` through which tensors of the block may reach autograd: not a
+        #: name whose later reads all run with grad off (another `no_grad` block, an outer one)
+        #: or between the training steps, not an in-place call on a tensor the block made
+        self.reach_autograd: List[str] = []
         self._analyse(whole_function)
 
     # hostness ---------------------------------------------------------------------------
@@ -376,6 +391,8 @@ class Escapes:
                 return True
             if isinstance(func, cst.Attribute) and func.attr.value in HOST_METHODS:
                 return True
+            if isinstance(func, cst.Attribute) and _host_call(func.value):
+                return True  # `t.cpu().numpy().squeeze()`: a method of a NumPy array / Python value
             if isinstance(func, cst.Name) and func.value in HOST_FUNCS and q == "":
                 return True
             if isinstance(func, cst.Name) and func.value in ("sum", "max", "min") and q == "":
@@ -421,6 +438,7 @@ class Escapes:
             if isinstance(node, (cst.Return, cst.Yield)) and node.value is not None:
                 if not self.is_host(node.value):
                     self.unsafe.append("it returns tensors computed here")
+                    self.reach_autograd.append(self.unsafe[-1])
             elif isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
                 targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
                 for t in targets:
@@ -442,6 +460,8 @@ class Escapes:
                         self.training_bound.append(f"it stores tensors into `{dotted(recv) or 'a buffer'}`")
                 elif attr not in LOG_METHODS and attr not in SERIALIZE_METHODS:
                     self.unsafe.append(f"it passes tensors to `{dotted(call.func) or attr}()`")
+                    if not (isinstance(recv, cst.Name) and self._bound_inside(recv.value)):
+                        self.reach_autograd.append(self.unsafe[-1])
         if whole_function:
             return
         facts = self.ctx.torch
@@ -453,6 +473,48 @@ class Escapes:
             later = [r for r in later if not self._rebound_between(name, r) and not self._host_use(r)]
             if later and not self.is_host(cst.Name(name)):
                 self.unsafe.append(f"`{name}` is used after the block")
+                # a read with grad off, or between the training steps (the epoch loop's own level,
+                # after the run), records nothing for a backward
+                if any(facts.grad_disabled_at(r) is None and not self._between_steps_only(r) for r in later):
+                    self.reach_autograd.append(self.unsafe[-1])
+
+    def _between_steps_only(self, read: cst.Name, hops: int = 1) -> bool:
+        """`read` runs between the training steps (the epoch loop's own level, after the run)
+        and its value stays there: not the iterable of a loop (a training loop over it), not
+        assigned to a name that a training step reads (one hop followed)."""
+        facts = self.ctx.torch
+        if facts.between_steps(read) is None:
+            return False
+        child: cst.CSTNode = read
+        for a in facts.ancestors(read):
+            if isinstance(a, (cst.For, cst.CompFor)) and child is a.iter:
+                return False
+            if isinstance(a, (cst.Return, cst.Yield)):
+                return False
+            if isinstance(a, cst.Arg):  # passed on: only to a logger or a host conversion
+                call = facts.parent(a)
+                func = call.func if isinstance(call, cst.Call) else None
+                if isinstance(func, cst.Attribute):
+                    if func.attr.value not in LOG_METHODS | SERIALIZE_METHODS:
+                        return False
+                elif not (isinstance(func, cst.Name) and func.value in HOST_FUNCS | {"print"}):
+                    return False
+            if isinstance(a, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+                targets = [t.target for t in a.targets] if isinstance(a, cst.Assign) else [a.target]
+                if hops <= 0 or not all(isinstance(t, cst.Name) for t in targets):
+                    return False
+                return all(
+                    self._between_steps_only(r, hops - 1) or facts.grad_disabled_at(r) is not None
+                    for t in targets
+                    for r in self.flow.reads.get(t.value, ())  # type: ignore[union-attr]
+                )
+            if isinstance(a, cst.BaseSmallStatement) or isinstance(a, cst.BaseCompoundStatement):
+                return True
+            child = a
+        return True
+
+    def _bound_inside(self, name: str) -> bool:
+        return any(self._inside(b.node) for b in self.flow.bindings.get(name, ()))
 
     def _made_here(self, target: cst.Attribute) -> bool:
         """`coco_eval.params.imgIds = ...` where `coco_eval` is built in the block: a local object."""
@@ -463,10 +525,12 @@ class Escapes:
             self._inside(b.node) and isinstance(b.value, cst.Call) for b in self.flow.bindings.get(root.value, ())
         )
 
-    def _host_use(self, read: cst.Name) -> bool:
+    def _host_use(self, read: cst.BaseExpression) -> bool:
         """`x.item()`, `x.tolist()`, `float(x)`, `print(x)`, `f"{x}"`: the read only takes a host value."""
         facts = self.ctx.torch
         parent = facts.parent(read)
+        while isinstance(parent, cst.Subscript) and parent.value is read:  # `x[0].cpu()`
+            read, parent = parent, facts.parent(parent)
         if isinstance(parent, cst.Attribute) and parent.value is read:
             call = facts.parent(parent)
             return parent.attr.value in HOST_METHODS and isinstance(call, cst.Call) and call.func is parent
@@ -491,6 +555,16 @@ class Escapes:
             if not self._inside(b.node) and facts.is_before(self.region, b.node) and facts.is_before(b.node, read):
                 return True
         return False
+
+
+def _host_call(expr: cst.BaseExpression) -> bool:
+    """`t.numpy()`, `t.cpu().numpy()`, `t.tolist()`, `t.item()`: a call that gives a host value
+    (not `.cpu()` alone: a CPU tensor is still a tensor)."""
+    return (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value in ("numpy", "tolist", "item")
+    )
 
 
 def eval_receivers_before(ctx: FileContext, scope: Optional[cst.FunctionDef], node: cst.CSTNode) -> bool:

@@ -184,6 +184,39 @@ def _leaves_on_first_iteration(loop: Loop) -> bool:
     return not any(isinstance(n, cst.Continue) for n in preorder(body, skip=(cst.For, cst.While, cst.FunctionDef, cst.ClassDef)))
 
 
+#: A loop that leaves after at most this many iterations (`if i >= 5: break`) runs a few
+#: examples (a demo, a sample grid), not a pass over an evaluation set.
+FEW_ITERATIONS = 16
+
+
+def _leaves_after_few_iterations(loop: Loop) -> bool:
+    """`for i in ...: ...; if i >= 5: break` at the body's own level: the loop counter compared
+    with a small constant, then a `break` (or `return`)."""
+    if not isinstance(loop, cst.For) or not isinstance(loop.body, cst.IndentedBlock):
+        return False
+    target = loop.target
+    counter = target.value if isinstance(target, cst.Name) else None
+    if counter is None:
+        return False
+    for stmt in loop.body.body:
+        if not (isinstance(stmt, cst.If) and isinstance(stmt.body, cst.IndentedBlock) and stmt.orelse is None):
+            continue
+        last = stmt.body.body[-1] if stmt.body.body else None
+        if not (isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, (cst.Break, cst.Return)) for s in last.body)):
+            continue
+        test = stmt.test
+        if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+            continue
+        op, right = test.comparisons[0].operator, test.comparisons[0].comparator
+        if (
+            isinstance(test.left, cst.Name) and test.left.value == counter
+            and isinstance(op, (cst.GreaterThanEqual, cst.GreaterThan, cst.Equal))
+            and isinstance(right, cst.Integer) and int(right.value) <= FEW_ITERATIONS
+        ):
+            return True
+    return False
+
+
 class TorchFacts:
     """Training-step, epoch, eval and per-sample structure of one module."""
 
@@ -495,6 +528,10 @@ class TorchFacts:
             return False
         if _leaves_on_first_iteration(loop):
             return False  # one batch, taken for a measurement or a sample: not a loop over batches
+        if _leaves_after_few_iterations(loop) or any(
+            type(a) is cst.For and _leaves_after_few_iterations(a) for a in self.ancestors(loop)  # type: ignore[arg-type]
+        ):
+            return False  # a few examples (`if i >= 5: break`), and loops inside: not a loop over batches
         if self.grad_disabled_at(loop):
             return True
         fn = self.enclosing_function(loop)

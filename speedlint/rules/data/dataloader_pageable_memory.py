@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from speedlint.analyzer.frameworks._knobs_hf import LOADER_KNOB_WORDS, literal_arg as _literal_arg
+from speedlint.analyzer.frameworks.hf_accelerate import framework_loaders
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, SAFE, Fix, Impact, ImportSpec, Rule
 from speedlint.analyzer.configs.edit import value_edit
 from speedlint.analyzer.providers.anchors import keyword_anchor
@@ -69,10 +71,18 @@ class DataLoaderPageableMemory(Rule):
         level=MEDIUM,
     )
     fixes = (SAFE, DISPLAY_ONLY)
-    triggers = LOADER_TRIGGERS
+    triggers = LOADER_TRIGGERS + LOADER_KNOB_WORDS
     ast_precondition = staticmethod(
-        lambda facts: facts.may_use_gpu and may_build_loader(facts) and facts.has_stmt_loop and facts.calls_any("to", "cuda", "type")
+        lambda facts: (facts.may_use_gpu and may_build_loader(facts) and facts.has_stmt_loop and facts.calls_any("to", "cuda", "type"))
+        or facts.text_has_word(*LOADER_KNOB_WORDS)
     )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        """Loaders a framework builds from its knobs: pinning switched off (its default is on)."""
+        for fw in framework_loaders(self.ctx):
+            if fw.pin is False and fw.pin_node is not None:
+                fix = Fix.replace(fw.constructor, fw.pin_fixed, f"Set `{fw.pin_key}=True`", SAFE) if _literal_arg(fw.pin_node) and fw.pin_fixed is not None else None
+                self.report(fw.pin_node, f"`{fw.pin_key}` is off: the {fw.owner}'s loaders hand pageable batches to the GPU copy", fix=fix)
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import libcst as cst
 
-from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, UNSAFE, Fix, Impact, Rule
+from speedlint.analyzer.frameworks._knobs_hf import LOADER_KNOB_WORDS
+from speedlint.analyzer.frameworks.hf_accelerate import framework_loaders
+from speedlint.analyzer.loader_helpers import KEY as HELPER_CALLS, helper_call
+from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, LOW, MEDIUM, UNSAFE, Fix, Impact, Rule
 from speedlint.analyzer.configs.edit import value_edit
 from speedlint.analyzer.providers.anchors import keyword_anchor
-from speedlint.analyzer.providers.loaders import code_site as _code_site, CONFIG_WORKERS, LOADER_TRIGGERS, config_site, is_dataloader, may_build_loader, workers_text
+from speedlint.analyzer.providers.loaders import code_site as _code_site, CONFIG_WORKERS, LOADER_TRIGGERS, config_site, is_dataloader, loader_facts, may_build_loader, workers_text
 
 
 class DataLoaderSyncLoading(Rule):
@@ -108,10 +111,37 @@ class DataLoaderSyncLoading(Rule):
         level=HIGH,
     )
     fixes = (UNSAFE, DISPLAY_ONLY)
-    triggers = LOADER_TRIGGERS
-    ast_precondition = staticmethod(may_build_loader)
+    triggers = LOADER_TRIGGERS + LOADER_KNOB_WORDS
+    seed_triggers = (HELPER_CALLS,)
+    ast_precondition = staticmethod(
+        lambda facts: may_build_loader(facts) or facts.text_has_word(*LOADER_KNOB_WORDS) or facts.passes_loader_workers
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        """Loaders a framework builds from its knobs (the HF `Trainer` from `TrainingArguments`)."""
+        for fw in framework_loaders(self.ctx):
+            if fw.workers != 0:
+                continue
+            anchor = fw.workers_node or fw.constructor
+            how = f"`{fw.workers_key}` is 0" if fw.workers_node is not None else f"`{fw.name}(...)` without `{fw.workers_key}` (default 0)"
+            if fw.in_memory:
+                message = f"{how}: the {fw.owner}'s loaders collate batches in the training process (the samples are tokenized in memory: a small cost)"
+                impact = self.impact.with_level(LOW, "in-memory samples; only collation runs per batch")
+            else:
+                message = f"{how}: the {fw.owner}'s loaders prepare every batch in the training process"
+                impact = None
+            fix = Fix.replace(fw.constructor, fw.workers_fixed, f"Set `{fw.workers_key}=4, {fw.persistent_key}=True`", UNSAFE) if fw.workers_fixed is not None else None
+            self.report(anchor, message, fix=fix, impact=impact)
 
     def visit_Call(self, node: cst.Call) -> None:
+        passed = helper_call(self.ctx, node)  # the worker count of a loader a helper builds elsewhere
+        if passed is not None and passed.workers == 0 and not (passed.dataset is not None and loader_facts(self.ctx).in_memory(passed.dataset)):
+            self.report(
+                passed.arg,
+                f"`{passed.param}=0` makes the loader built at {passed.helper} load its batches in the training process",
+                fix=Fix.advice(f"Pass `{passed.param}` >= 2 here (with `persistent_workers=True` in the helper)"),
+                impact=self.impact.with_level(MEDIUM, "a loader built elsewhere; how much depends on its dataset"),
+            )
         if not is_dataloader(self.ctx, node):
             return
         from speedlint.fixers.dataloader import plan, tune_module  # lazily: it imports libcst.codemod

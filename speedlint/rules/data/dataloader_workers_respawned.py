@@ -6,6 +6,8 @@ from typing import Optional
 
 import libcst as cst
 
+from speedlint.analyzer.frameworks._knobs_hf import LOADER_KNOB_WORDS, literal_arg as _literal_arg
+from speedlint.analyzer.frameworks.hf_accelerate import framework_loaders
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, SAFE, Fix, Impact, Rule
 from speedlint.analyzer.configs.edit import value_edit
 from speedlint.analyzer.providers.worker_counts import cpu_count_workers
@@ -77,8 +79,20 @@ class DataLoaderWorkersRespawned(Rule):
         level=MEDIUM,
     )
     fixes = (SAFE, DISPLAY_ONLY)
-    triggers = LOADER_TRIGGERS
-    ast_precondition = staticmethod(lambda facts: facts.may_have_training_step and may_build_loader(facts))
+    triggers = LOADER_TRIGGERS + LOADER_KNOB_WORDS
+    ast_precondition = staticmethod(
+        lambda facts: (facts.may_have_training_step and may_build_loader(facts)) or facts.text_has_word(*LOADER_KNOB_WORDS)
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        """Loaders a framework builds from its knobs: workers without persistent workers."""
+        for fw in framework_loaders(self.ctx):
+            if fw.workers and fw.persistent is False:
+                anchor = fw.persistent_node or fw.workers_node or fw.constructor
+                fix = None
+                if fw.persistent_fixed is not None and (fw.persistent_node is None or _literal_arg(fw.persistent_node)):
+                    fix = Fix.replace(fw.constructor, fw.persistent_fixed, f"Set `{fw.persistent_key}=True`", SAFE)
+                self.report(anchor, f"{fw.workers} worker process(es) are started again every epoch: `{fw.persistent_key}` is off", fix=fix)
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx

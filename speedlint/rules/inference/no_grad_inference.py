@@ -146,13 +146,13 @@ class NoGradInference(Rule):
         escapes = Escapes(self.ctx, self.models, scope, node.body, whole_function=False)
         if escapes.training_bound or (training and escapes.unsafe):
             return
-        if escapes.unsafe and self._scope_trains(fn):
+        if escapes.reach_autograd and self._scope_trains(fn):
             return  # tensors from this block stay in a function that trains: they may reach autograd
         where = self._eval_context(node, fn)
         if where is None:
             # a no_grad block in an epoch loop (between the training steps): only when nothing
             # but numbers leaves it, that is an evaluation by construction
-            if facts.epoch_of(node) is None or escapes.unsafe:
+            if facts.epoch_of(node) is None or escapes.reach_autograd:
                 return
             where = "once per epoch, outside the training step"
         call = items[0].item

@@ -8,6 +8,8 @@ from speedlint.analyzer.configs.edit import value_edit
 from typing import Optional
 
 from speedlint.analyzer.fixes import keywords_edit
+from speedlint.analyzer.frameworks._knobs_hf import FP32
+from speedlint.analyzer.frameworks.hf_accelerate import precision_knob
 from speedlint.analyzer.frameworks.lightning import mixed_spelling
 from speedlint.analyzer.providers.frameworks import TrainerConfig, TrainerRun, trainer_configs, trainer_runs
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, MEDIUM, UNSAFE, Fix, Impact, Rule
@@ -91,12 +93,26 @@ class Fp32TrainingStep(Rule):
         level=HIGH,
     )
     fixes = (UNSAFE, DISPLAY_ONLY)
-    triggers = ("backward", "Trainer", "Fabric", "LightningCLI")
-    ast_precondition = staticmethod(lambda facts: facts.may_use_gpu and facts.may_have_training_step or facts.calls_any("Trainer", "from_argparse_args", "Fabric", "instantiate", "LightningCLI"))
+    triggers = ("backward", "Trainer", "Fabric", "LightningCLI", "TrainingArguments", "Accelerator")
+    ast_precondition = staticmethod(
+        lambda facts: (facts.may_use_gpu and facts.may_have_training_step)
+        or facts.calls_any("Trainer", "from_argparse_args", "Fabric", "instantiate", "LightningCLI")
+        or facts.text_has_word("TrainingArguments", "Seq2SeqTrainingArguments", "Accelerator")
+    )
 
     def visit_Module(self, node: cst.Module) -> None:
         ctx = self.ctx
-        runs = trainer_runs(ctx) if any(t in ctx.source for t in ("Trainer", "Fabric")) else []
+        knob = precision_knob(ctx)  # the HF Trainer or accelerate decides the step's precision
+        if knob is not None:
+            if knob.state == FP32 and knob.anchor is not None and (ctx.may_use_gpu or knob.certain):
+                fix = Fix.replace(knob.fix[0], knob.fix[1], knob.fix[2], UNSAFE) if knob.fix else None
+                if knob.config_site is not None:  # the value is written in a config file: edit it there
+                    edit = value_edit(knob.config_site, True)
+                    fix = Fix.config(edit, f"Set `{knob.config_site.name}` to true in the config file", UNSAFE) if edit else None
+                impact = None if knob.certain else self.impact.with_level(MEDIUM)
+                self.report(knob.anchor, knob.message, fix=fix, impact=impact, at=knob.config_site)
+            return
+        runs = trainer_runs(ctx) if any(t in ctx.source for t in ("Trainer", "Fabric")) else []  # Lightning, Fabric
         for run in runs:
             self._framework_run(run)
         if (runs or "instantiate" in ctx.source or "LightningCLI" in ctx.source) and (".fit(" in ctx.source or "LightningCLI" in ctx.source):  # (a trainer that only tests: no training)

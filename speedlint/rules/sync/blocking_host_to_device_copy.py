@@ -6,6 +6,8 @@ from typing import Optional
 
 import libcst as cst
 
+from speedlint.analyzer.frameworks.hf_accelerate import placed_by_framework
+
 from speedlint.analyzer.fixes import with_keyword
 from speedlint.analyzer.rule import LOW, MEDIUM, SAFE, Fix, Impact, Rule
 from speedlint.analyzer.providers.flow import flow
@@ -93,8 +95,8 @@ class BlockingHostToDeviceCopy(Rule):
         if move is None or not move.moves_to_device or move.non_blocking is not None:
             return
         level = self._level(node)
-        if level is None:
-            return
+        if level is None or placed_by_framework(self.ctx, func.value):
+            return  # (a loader prepared by a framework already placed the batch: a no-op move)
         origin = info.batch_origin(func.value)
         if origin is not None:
             loader, whole = origin

@@ -168,7 +168,7 @@ class HostSyncInTrainingStep(Rule):
                 if not arg.star and self._cheap_candidate(arg.value) and self.flow.is_tensor(arg.value):
                     self._sync(arg.value, "`print()` of a tensor")
                     break
-        elif isinstance(func, cst.Attribute) and func.attr.value in ("add_scalar", "set_postfix", "log_metric", "log_metrics") or self.ctx.matches(func, "wandb.log"):
+        elif isinstance(func, cst.Attribute) and func.attr.value in ("add_scalar", "set_postfix", "log_metric", "log_metrics") or self.ctx.matches(func, "wandb.log") or _wandb_run_log(func):
             self._logging(node)
         elif isinstance(func, cst.Attribute) and func.attr.value == "format" and isinstance(func.value, (cst.SimpleString, cst.ConcatenatedString)):
             self._first_tensor([a.value for a in node.args if not a.star], "`str.format()` of a tensor")
@@ -200,6 +200,18 @@ class HostSyncInTrainingStep(Rule):
         # for every masked read of the function, and a finding per line would bury the others
         self._masks.setdefault(self.ctx.torch.enclosing_function(node), []).append(node)
 
+    def visit_Assign(self, node: cst.Assign) -> None:
+        """`buf[:, :n] = t` where `buf` was made on the CPU (`torch.zeros(shape)`) and `t` lives
+        on the device: a blocking device-to-host copy."""
+        for t in node.targets:
+            target = t.target
+            if (
+                isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and self._maybe_hot(node)
+                and self._cheap_candidate(node.value) and self.flow.is_tensor(node.value) and self.flow.is_cpu_buffer(target.value)
+            ):
+                self._sync(target, "a device tensor written into a CPU tensor (a blocking device-to-host copy)")
+                return
+
     def leave_Module(self, node: cst.Module) -> None:
         for sites in self._masks.values():
             hot = [s for s in sites if self._context(s) is not None]
@@ -219,7 +231,8 @@ class HostSyncInTrainingStep(Rule):
         if isinstance(expr, cst.Comparison):
             if any(not isinstance(t.operator, _ORDER_OPS) for t in expr.comparisons):
                 return False
-            return self._cheap_candidate(expr.left) and self.flow.is_tensor(expr.left)
+            sides = [expr.left] + [t.comparator for t in expr.comparisons]  # `a < b + m`: either side
+            return any(self._cheap_candidate(x) and self.flow.is_tensor(x) for x in sides)
         if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.BitInvert):
             return self._is_mask(expr.expression, depth + 1)
         if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.BitAnd, cst.BitOr)):
@@ -579,6 +592,9 @@ class HostSyncInTrainingStep(Rule):
                 for t in sub.comparisons:
                     op = t.operator
                     pair = (left, t.comparator)
+                    if isinstance(op, _ORDER_OPS[2:]) and any(self.flow.is_epoch_counter(x) for x in pair):
+                        left = t.comparator
+                        continue  # `if epoch >= warmup_epochs:`: every step of the epochs it holds in
                     if isinstance(op, (cst.Equal, cst.In)) and not negated and any(self._counter(x) for x in pair):
                         return True
                     if isinstance(op, (cst.NotEqual, cst.NotIn)) and negated and any(self._counter(x) for x in pair):
@@ -661,6 +677,14 @@ def _inner_sync_chain(expr: cst.BaseExpression) -> Iterator[cst.Call]:
             expr = expr.value
             continue
         return
+
+
+def _wandb_run_log(func: cst.BaseExpression) -> bool:
+    """`wandb_run.log({...})`, `self.wandb.log(...)`: the `log` of a W&B run object (`wandb.init()`
+    returns one; it is usually passed around under a name that says so)."""
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "log"):
+        return False
+    return "wandb" in (dotted(func.value) or "").lower()
 
 
 def _bool_operands(test: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
