@@ -2,8 +2,7 @@
 `accelerate.py`; their entry points for the program model and the rules are in
 `hf_accelerate.py`):
 
-* `summary_facts(text)`: per file, at summary time (cached with the summary): TF32 switched on,
-  accelerate used, reduced-precision weights or FSDP policies, arguments parsed from a file;
+* `summary_facts` and the project-fact keys live in `hf_facts` (no LibCST: the summaries use them);
 * `Knob`: the precision a framework knob gives a training run (FP32, mixed, or unknown), where
   the knob is written and how to fix it; `FrameworkLoader`: the loaders a framework builds;
 * `keyword_added` / `literal_arg`: editing a constructor's keywords.
@@ -14,28 +13,14 @@ launch scripts.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
 import libcst as cst
 
-#: Knob states.
-FP32, MIXED, UNKNOWN = "fp32", "mixed", "unknown"
-
-#: Text that switches TF32 matmuls on, or sets the matmul precision on purpose ("highest").
-_TF32 = re.compile(r"set_float32_matmul_precision|allow_tf32|\btf32\s*[=:]")
-#: Text that puts a run in reduced precision by other means than autocast: FSDP mixed-precision
-#: policies, model weights loaded or cast to float16/bfloat16.
-_REDUCED = re.compile(
-    r"\bMixedPrecision\(|torch_dtype\s*=\s*(torch\.(b?float16|half)|[\"']auto[\"'])|\.(half|bfloat16)\(\)"
-    r"|\.to\(\s*(dtype\s*=\s*)?torch\.(b?float16|half)\s*\)"
+from speedlint.analyzer.frameworks.hf_facts import (  # noqa: F401 - re-exported for hf.py, accelerate.py and the rules
+    ACCELERATE_KEY, FP32, HF_FILES_KEY, MIXED, REDUCED_KEY, TF32_KEY, UNKNOWN, summary_facts,
 )
-#: Project facts (`FileSeeds.project` keys).
-TF32_KEY = "tf32_enabled"
-REDUCED_KEY = "reduced_precision"
-ACCELERATE_KEY = "accelerate_precision"
-HF_FILES_KEY = "hf_argument_files"
 
 
 @dataclass(frozen=True)
@@ -51,20 +36,6 @@ class Knob:
     #: a config-file site holding the value (`providers.configs.ConfigSite`), if any
     config_site: Any = None
     related: Tuple[Tuple[Any, ...], ...] = field(default=())
-
-
-def summary_facts(text: str) -> Dict[str, Any]:
-    """Per-file facts for the summary (empty for most files)."""
-    out: Dict[str, Any] = {}
-    if ("tf32" in text or "matmul_precision" in text) and _TF32.search(text):
-        out["tf32"] = True
-    if "accelerate" in text and "Accelerator" in text:
-        out["accelerate"] = True
-    if ("MixedPrecision" in text or "16" in text or "half" in text) and _REDUCED.search(text):
-        out["reduced"] = True
-    if "HfArgumentParser" in text and ("parse_json_file" in text or "parse_yaml_file" in text):
-        out["hf_files"] = True
-    return out
 
 
 def keyword_added(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:

@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 from speedlint.analyzer.configs.reader import Mapping
 from speedlint.analyzer.configs.sources import load
-from speedlint.analyzer.frameworks._knobs_hf import ACCELERATE_KEY, HF_FILES_KEY, REDUCED_KEY, TF32_KEY
+from speedlint.analyzer.frameworks.hf_facts import ACCELERATE_KEY, HF_FILES_KEY, REDUCED_KEY, TF32_KEY
 
 #: Files that mark the root of a repository (the folder whose config files and launch scripts count).
 _ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "README.md", "README.rst")

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from speedlint.analyzer.configs.summary import config_summary, walk
 from speedlint.analyzer.program.loader_summary import loader_summary
-from speedlint.analyzer.frameworks._knobs_hf import summary_facts
+from speedlint.analyzer.frameworks.hf_facts import summary_facts
 from speedlint.analyzer.settings_use import settings_summary
 from speedlint.analyzer.program.schema import (
     C_FLAGS, C_FUNC, C_HOST, C_KWS, C_LINE, CACHE_FILL, Call, CONDITIONAL, EVAL_ONLY, GRAD_OFF, GUARDED, HANDLER, INT, ONE_ITERATION, PROPERTY, SPLAT,

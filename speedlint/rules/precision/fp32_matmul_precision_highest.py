@@ -8,6 +8,7 @@ import libcst as cst
 
 from speedlint.analyzer.frameworks._knobs_hf import FP32
 from speedlint.analyzer.frameworks.hf_accelerate import precision_knob, reduced_precision, tf32_enabled
+from speedlint.analyzer.providers.frameworks import trainer_runs
 from speedlint.analyzer.providers.inference import torch_attr
 from speedlint.analyzer.rule import MEDIUM, UNSAFE, Fix, Impact, Rule
 
@@ -82,9 +83,10 @@ class Fp32MatmulPrecisionHighest(Rule):
         level=MEDIUM,
     )
     fixes = (UNSAFE,)
-    triggers = ("backward", "TrainingArguments", "Accelerator")
+    triggers = ("backward", "TrainingArguments", "Accelerator", "Trainer", "Fabric")
     ast_precondition = staticmethod(
-        lambda facts: facts.may_use_gpu and (facts.may_have_training_step or facts.text_has_word("TrainingArguments", "Seq2SeqTrainingArguments"))
+        lambda facts: (facts.may_use_gpu and (facts.may_have_training_step or facts.text_has_word("TrainingArguments", "Seq2SeqTrainingArguments")))
+        or facts.calls_any("Trainer", "from_argparse_args", "Fabric")
     )
 
     def visit_Module(self, node: cst.Module) -> None:
@@ -92,6 +94,13 @@ class Fp32MatmulPrecisionHighest(Rule):
         if not ctx.may_use_gpu or not self._torch_turns_tf32_off():
             return
         if tf32_enabled(ctx) or reduced_precision(ctx):
+            return
+        runs = trainer_runs(ctx) if any(t in ctx.source for t in ("Trainer", "Fabric")) else []
+        if runs:  # a Lightning `Trainer` / `Fabric` decides the precision
+            if any(run.full_precision is not True for run in runs):
+                return  # mixed precision, or not known
+            for fn in self._functions_around([run.call for run in runs if run.gpu]):
+                self._report(fn)
             return
         knob = precision_knob(ctx)
         if knob is not None:
