@@ -16,6 +16,7 @@ import libcst as cst
 from speedlint.analyzer.frameworks import Knob
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.training import TorchFacts
+from speedlint.analyzer.providers.walk import visit as fast_visit
 
 #: How `hparam` found the value: "config" (a `Knob` naming the config line), "option" (command-line
 #: defaults), "param" (the `__init__` function and parameter: the caller traces it).
@@ -65,5 +66,5 @@ def _calls(fn: cst.FunctionDef) -> List[cst.Call]:
         def visit_Call(self, node: cst.Call) -> None:
             out.append(node)
 
-    fn.body.visit(_Calls())
+    fast_visit(fn.body, _Calls())  # (LibCST's own visit rebuilds the tree)
     return out
