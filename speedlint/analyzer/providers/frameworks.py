@@ -23,9 +23,9 @@ from speedlint.analyzer.frameworks import lightning
 from speedlint.analyzer.frameworks.hooks import TABLES, class_hooks, framework_runs_without_grad
 from speedlint.analyzer.frameworks.seeds import hook_entry
 from speedlint.analyzer.providers.configs import ConfigSite
+from speedlint.analyzer.providers.flow import flow
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.training import TorchFacts
-from speedlint.analyzer.providers.walk import visit as fast_visit
 
 
 def _written_bases(facts: TorchFacts, cls: cst.ClassDef) -> List[str]:
@@ -299,18 +299,14 @@ def metric_constructor(ctx: Any, call: cst.Call) -> Optional[cst.Call]:
     """For `self.acc(preds, y)` / `self.acc.update(...)`: the torchmetrics constructor call that
     `self.acc` holds (the one assignment in its class), or None."""
     if "torchmetrics" not in ctx.source:
-        return None  # (no metric of it can be built in this file: spare the class walk)
+        return None  # (no metric of it can be built in this file)
     func = call.func
     if isinstance(func, cst.Attribute) and func.attr.value in ("update", "forward"):
         func = func.value
     if not isinstance(func, cst.Attribute) or dotted(func.value) != "self":
         return None
-    facts: TorchFacts = ctx.torch
-    cls = facts.enclosing_class(call)
-    if cls is None:
-        return None
-    built = _self_assignments(facts, cls, func.attr.value)
-    if len(built) != 1 or not (ctx.qualname(built[0].func) or "").startswith("torchmetrics"):
+    built = flow(ctx).self_writes(func)  # what the class assigns to `self.<attr>`
+    if len(built) != 1 or not isinstance(built[0], cst.Call) or not (ctx.qualname(built[0].func) or "").startswith("torchmetrics"):
         return None
     return built[0]
 
@@ -329,30 +325,3 @@ def metric_sync(ctx: Any, call: cst.Call) -> Optional[str]:
     if any(v is _UNKNOWN for k, v in keywords.items() if k in ("nan_strategy", "validate_args")):
         return None
     return lightning.metric_sync(ctx.qualname(ctor.func), keywords)
-
-
-def _self_assignments(facts: TorchFacts, cls: cst.ClassDef, attr: str) -> List[cst.Call]:
-    """The calls assigned to `self.<attr>` in the class's methods (None entries for other values)."""
-    out: List[cst.Call] = []
-    for (owner, _), fns in facts.methods.items():
-        if owner != cls.name.value:
-            continue
-        for fn in fns:
-            for node in _assigns(fn):
-                for target in node.targets:
-                    if isinstance(target.target, cst.Attribute) and target.target.attr.value == attr and dotted(target.target.value) == "self":
-                        if not isinstance(node.value, cst.Call):
-                            return []
-                        out.append(node.value)
-    return out
-
-
-def _assigns(fn: cst.FunctionDef) -> List[cst.Assign]:
-    out: List[cst.Assign] = []
-
-    class _V(cst.CSTVisitor):
-        def visit_Assign(self, node: cst.Assign) -> None:
-            out.append(node)
-
-    fast_visit(fn.body, _V())  # (LibCST's own visit rebuilds the tree: several times slower)
-    return out

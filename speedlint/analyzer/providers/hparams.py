@@ -16,7 +16,6 @@ import libcst as cst
 from speedlint.analyzer.frameworks import Knob
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.training import TorchFacts
-from speedlint.analyzer.providers.walk import visit as fast_visit
 
 #: How `hparam` found the value: "config" (a `Knob` naming the config line), "option" (command-line
 #: defaults), "param" (the `__init__` function and parameter: the caller traces it).
@@ -42,7 +41,7 @@ def hparam(facts: TorchFacts, expr: cst.Attribute) -> Optional[HParam]:
         if options:
             return "option", tuple(options)
     init = next(iter(facts.methods.get((cls.name.value, "__init__"), ())), None)
-    if init is None or not _saves_all(init):
+    if init is None or not _saves_all(facts, init):
         return None
     for param in (*init.params.params, *init.params.kwonly_params):
         if param.name.value == attr:
@@ -50,21 +49,10 @@ def hparam(facts: TorchFacts, expr: cst.Attribute) -> Optional[HParam]:
     return None
 
 
-def _saves_all(init: cst.FunctionDef) -> bool:
+def _saves_all(facts: TorchFacts, init: cst.FunctionDef) -> bool:
     """`self.save_hyperparameters()` (no arguments, or parameter names as strings) in `__init__`."""
-    for node in _calls(init):
+    for node in facts.units[init].calls:
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value == "save_hyperparameters" and dotted(func.value) == "self":
             return all(a.keyword is not None or isinstance(a.value, cst.SimpleString) for a in node.args)
     return False
-
-
-def _calls(fn: cst.FunctionDef) -> List[cst.Call]:
-    out: List[cst.Call] = []
-
-    class _Calls(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            out.append(node)
-
-    fast_visit(fn.body, _Calls())  # (LibCST's own visit rebuilds the tree)
-    return out
