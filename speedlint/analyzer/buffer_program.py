@@ -12,9 +12,13 @@ import os
 from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple
 
+from speedlint.analyzer.cache import ResultCache, content_hash
+from speedlint.analyzer.notebook import checked_text
+from speedlint.analyzer.parallel import read_bytes
 from speedlint.analyzer.program.facts import link
 from speedlint.analyzer.program.link import FileSeeds
 from speedlint.analyzer.program.summary import summarize
+from speedlint.analyzer.sources import SourceError
 
 #: The files whose summaries take part in the program (notebooks are left out here: a cell
 #: table is needed to place chains in them).
@@ -31,11 +35,6 @@ def buffer_seeds(
 ) -> Optional[FileSeeds]:
     """The seeds of the buffer `text` of file `path` (display path `shown`), linked with the
     other files of `program_files` as they are on disk."""
-    from speedlint.analyzer.cache import ResultCache, content_hash
-    from speedlint.analyzer.notebook import checked_text
-    from speedlint.analyzer.parallel import read_bytes
-    from speedlint.analyzer.sources import SourceError
-
     cache = ResultCache(cache_root) if cache_root is not None else None
     mine = os.path.realpath(path)
     entries: List[Tuple[str, str, Any]] = []

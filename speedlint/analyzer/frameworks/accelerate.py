@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, List, Optional, Set
 import libcst as cst
 
 from speedlint.analyzer.frameworks._knobs_hf import ACCELERATE_KEY, FP32, MIXED, UNKNOWN, Knob, keyword_added
+from speedlint.analyzer.providers.flow import flow
 
 if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.context import FileContext
@@ -117,8 +118,6 @@ def batch_of_prepared_loader(ctx: "FileContext", expr: cst.BaseExpression) -> bo
     prepared = prepared_loaders(ctx)
     if not prepared:
         return False
-    from speedlint.analyzer.providers.flow import flow
-
     root = expr
     while isinstance(root, (cst.Subscript, cst.Attribute)):
         root = root.value
