@@ -8,7 +8,7 @@ whole: `vars(args)`, `args.__dict__`, `**cfg`, `getattr(args, name)` with a comp
 `cfg.items()`, `hydra.utils.instantiate(cfg.trainer)`, or `args` passed to a library (which may
 read any attribute: `Trainer.from_argparse_args(args)`, `deepspeed.initialize(args=args)`).
 
-The link (`add_unused_setting_seeds`) puts together what the program reads; when anything is
+The link (`program.settings_seeds.add_unused_setting_seeds`) puts together what the program reads; when anything is
 handed over whole, every setting may be read and nothing is reported. Otherwise a declared
 option whose name no code reads, and a performance key of a config file the program loads
 (`configs.flow`) that no code reads (nor a framework node, a mapping with Hydra's `_target_`),
@@ -21,8 +21,6 @@ from __future__ import annotations
 import ast
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
-from speedlint.analyzer.configs.reader import Mapping, kind_of, scalars
-from speedlint.analyzer.configs.sources import load
 
 #: Setting names that only change speed (precision, accumulation, loading, compilation).
 PRECISION = frozenset({
@@ -176,55 +174,8 @@ def settings_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
     return out
 
 
-def _handed_to_library(hot: Any, mid: int, receivers: Iterable[str]) -> bool:
-    """Whether a namespace of module `mid` is passed to something imported from outside the
-    project (it may read any setting), or to a name that is not imported nor defined here."""
-    p = hot.p
-    imports = p.modules[mid].summary["imports"]
-    for name in receivers:
-        imp = imports.get(name)
-        if imp is None:
-            continue  # a local object or function of the file (`Trainer(args)`, `main(args)`)
-        target = p._find_module(mid, imp[1], 0 if imp[0] == "mod" else imp[2])
-        if target is None:
-            return True
-    return False
-
-
 #: (seeds key) what a file's rules get: [kind, line, col, name, flag or config path, key path]
 SEEDS_KEY = "unused_settings"
-
-
-def add_unused_setting_seeds(hot: Any, project: Any, flow: Any = None) -> None:
-    """The unused settings of the program into the seeds of the files that declare or load
-    them (`project(shown)`: that file's `FileSeeds.project`). `flow`: the program's
-    `configs.flow.ConfigFlow` (the config files it loads, and where), if any."""
-    p = hot.p
-    facts = [m.summary.get("settings") or {} for m in p.modules]
-    for mid, f in enumerate(facts):
-        if f.get("options"):  # checked by the program (`[]`: none unused), not by the file alone
-            project(p.modules[mid].shown)[SEEDS_KEY] = []
-    if not any(f.get("options") for f in facts) and (flow is None or not getattr(flow, "load_sites", None)):
-        return
-    if any(f.get("whole") for f in facts):
-        return
-    if any(f.get("receivers") and _handed_to_library(hot, mid, f["receivers"]) for mid, f in enumerate(facts)):
-        return
-    reads: Set[str] = set()
-    for f in facts:
-        reads.update(f.get("reads", ()))
-    out: Dict[int, List[List[Any]]] = {}
-    for mid, f in enumerate(facts):
-        seen: Set[str] = set()
-        for line, col, dest, flag in f.get("options", ()):
-            if dest not in reads and dest not in seen:
-                seen.add(dest)
-                out.setdefault(mid, []).append(["option", line, col, dest, flag, []])
-    if flow is not None:
-        for mid, line, path, keys, site in _unused_config_keys(flow, reads):
-            out.setdefault(mid, []).append(["config", line, 0, str(keys[-1]), path, list(keys), site])
-    for mid, entries in sorted(out.items()):
-        project(p.modules[mid].shown)[SEEDS_KEY] = entries
 
 
 def unused_options_alone(text: str) -> List[List[Any]]:
@@ -254,40 +205,3 @@ def unused_options_alone(text: str) -> List[List[Any]]:
         if dest not in reads and all(e[3] != dest for e in out):
             out.append(["option", line, col, dest, flag, []])
     return out
-
-
-def _unused_config_keys(flow: Any, reads: Set[str]) -> List[Tuple[int, int, str, Tuple[Any, ...], List[Any]]]:
-    """(loading module, load line, config path, key path, where the value is written: [line,
-    col, end col, raw, style, shared, value, kind]) of the performance keys of the config files
-    the program loads that no code reads."""
-    out: List[Tuple[int, int, str, Tuple[Any, ...], List[Any]]] = []
-    done: Set[str] = set()
-    for sid, (mid, line) in sorted(flow.load_sites.items()):
-        for path, _mount, _digest in flow.sources[sid]:
-            if path in done:
-                continue
-            done.add(path)
-            doc, _ = load(path)
-            if doc is None or not doc.understood:
-                continue
-            for keys, scalar in scalars(doc.root):
-                name = keys[-1] if keys else None
-                if not isinstance(name, str) or name not in PERFORMANCE_SETTINGS or name in reads or not scalar.located:
-                    continue
-                if _instantiated(doc.root, keys, Mapping):
-                    continue  # Hydra instantiates that node: the framework reads its keys
-                site = [scalar.line, scalar.col, scalar.end_col, scalar.raw, scalar.style, scalar.shared, scalar.value, kind_of(path) or "yaml"]
-                out.append((mid, line, path, tuple(keys), site))
-    return out
-
-
-def _instantiated(root: Any, keys: Tuple[Any, ...], mapping: type) -> bool:
-    """Whether a mapping on the way to `keys` has Hydra's `_target_` (it is instantiated)."""
-    node = root
-    for k in keys[:-1]:
-        if not isinstance(node, mapping):
-            return False
-        if "_target_" in node.entries:
-            return True
-        node = node.get(str(k))
-    return isinstance(node, mapping) and "_target_" in node.entries

@@ -11,8 +11,8 @@ Per file, in `FileSeeds.project`:
   Hydra config whose `_target_` names the class (`save_hyperparameters()` with
   `hydra.utils.instantiate(cfg.data)`); the `__init__` default is read by the file's own tracer.
 
-No framework is imported; the program model is read through `Hotness` (duck-typed: this module
-is imported by the program model).
+No framework is imported; the program model is read through `Hotness` (`program.facts` calls this
+module after the link).
 """
 
 from __future__ import annotations
@@ -23,17 +23,22 @@ from speedlint.analyzer.configs.reader import Mapping, Scalar, Sequence
 from speedlint.analyzer.configs.sources import compose, load
 from speedlint.analyzer.frameworks import lightning
 from speedlint.analyzer.frameworks.hooks import TABLES, class_hooks, framework_runs_without_grad
-
-Hotness = Any
-FileSeeds = Any
+from speedlint.analyzer.program.hotness import Hotness
+from speedlint.analyzer.program.link import FileSeeds, Program
 
 
 #: How a Lightning callback names the LightningModule it is given (`on_train_batch_end(self, trainer, pl_module, ...)`).
 _MODULE_PARAMS = frozenset({"pl_module", "lightning_module"})
 
 
-def add_framework_seeds(hot: Hotness, seeds: Dict[str, FileSeeds], new_seeds: Callable[[], FileSeeds], config_files: Iterable[str] = ()) -> Dict[int, List[Tuple[int, int]]]:
-    """Adds the facts above; returns the calls the program's own resolution cannot see:
+def add_framework_seeds(
+    hot: Hotness,
+    seeds: Dict[str, FileSeeds],
+    new_seeds: Callable[[], FileSeeds],
+    conv_reach: Callable[[], List[bool]],
+    config_files: Iterable[str] = (),
+) -> Dict[int, List[Tuple[int, int]]]:
+    """Adds the facts above (`conv_reach()`: per module, whether a conv net is in its program); returns the calls the program's own resolution cannot see:
     callee fid -> [(caller fid, call index)] (a callback's `pl_module.log_images(...)` runs the
     project LightningModules' `log_images`)."""
     p = hot.p
@@ -62,7 +67,7 @@ def add_framework_seeds(hot: Hotness, seeds: Dict[str, FileSeeds], new_seeds: Ca
                 fid = p.modules[mid].fids[c["methods"][name]]
                 table[str(p.local_index[fid])] = [kind, name, framework_runs_without_grad(bases, name)]
     _add_trainer_configs(p, config_files, project)
-    _add_trainer_cudnn(hot, project)
+    _add_trainer_cudnn(hot, project, conv_reach)
     if not framework_classes:
         return extra
     _callback_calls(p, framework_classes, extra)
@@ -88,7 +93,7 @@ def add_framework_seeds(hot: Hotness, seeds: Dict[str, FileSeeds], new_seeds: Ca
     return extra
 
 
-def _callback_calls(p: Any, framework_classes: List[int], extra: Dict[int, List[Tuple[int, int]]]) -> None:
+def _callback_calls(p: Program, framework_classes: List[int], extra: Dict[int, List[Tuple[int, int]]]) -> None:
     """`pl_module.name(...)` in a callback's methods: the `name` methods of the project's
     LightningModules (what the program cannot resolve: the module is a parameter)."""
     modules = [cid for cid in framework_classes if lightning.HOOKS.matches(p.all_base_names(cid))]
@@ -116,7 +121,7 @@ _EVERY_EPOCH = frozenset({"train_dataloader", "val_dataloader"})
 _LOADER_CLASSES = frozenset({"DataLoader"})
 
 
-def _loader_hooks(p: Any, cid: int, file_seeds: Callable[[int], FileSeeds]) -> None:
+def _loader_hooks(p: Program, cid: int, file_seeds: Callable[[int], FileSeeds]) -> None:
     """The loaders built in a Lightning class's `*_dataloader()` hooks (methods, or methods bound
     to the hook's name in `__init__`: `self.train_dataloader = self._train_dataloader`): Lightning
     copies their batches to the device and iterates train/val loaders every epoch
@@ -157,7 +162,7 @@ def _loader_hooks(p: Any, cid: int, file_seeds: Callable[[int], FileSeeds]) -> N
                 facts.setdefault("epoch", f"`{name}()` (Lightning iterates it every epoch)")
 
 
-def _namespace_options(p: Any, cid: int) -> Dict[str, List[Any]]:
+def _namespace_options(p: Program, cid: int) -> Dict[str, List[Any]]:
     """`self.hparams = args` (or `self.save_hyperparameters(args)`) in `__init__`, where every
     constructor call passes a namespace parsed in its own module: that module's option defaults."""
     init = p.method(cid, "__init__")
@@ -249,7 +254,7 @@ _TRAINER_VALUES = ("precision", "accelerator", "gpus", "devices")
 _FROM_CONFIG = frozenset({"instantiate", "from_argparse_args", "LightningCLI"})
 
 
-def _add_trainer_configs(p: Any, config_files: Iterable[str], project: Callable[[int], Dict[str, Any]]) -> None:
+def _add_trainer_configs(p: Program, config_files: Iterable[str], project: Callable[[int], Dict[str, Any]]) -> None:
     """`trainer_configs` for the modules that build a trainer from a config: one entry per
     trainer config of the project, [path, anchor line, keys, {key: [value, line, col, end_col, raw]},
     how] where `how` is "target" (a Hydra file whose composed `_target_` is a `Trainer`: the anchor
@@ -334,14 +339,14 @@ def _entries_named(node: Any, key: str) -> Iterable[Any]:
                     todo.append(entry.node)
 
 
-def _add_trainer_cudnn(hot: Hotness, project: Callable[[int], Dict[str, Any]]) -> None:
+def _add_trainer_cudnn(hot: Hotness, project: Callable[[int], Dict[str, Any]], conv_reach: Callable[[], List[bool]]) -> None:
     """`cudnn` (as `Hotness.seeds` gives it to training files) for the modules that build a
     Lightning trainer: the trainer runs the steps, so the file trains."""
     p = hot.p
     mids = [m.id for m in p.modules if _calls_named(m.summary, ("Trainer", "from_argparse_args", "Fabric"))]
     if not mids:
         return
-    conv_of = hot._conv_reach()
+    conv_of = conv_reach()
     benchmark_on = any(m.summary.get("benchmark_on") for m in p.modules)
     fixed_shapes = any(m.summary.get("fixed_shapes") for m in p.modules)
     for mid in mids:

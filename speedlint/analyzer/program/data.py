@@ -21,10 +21,10 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set
 
 from speedlint.analyzer.configs.flow import add_config_seeds
-from speedlint.analyzer.settings_use import add_unused_setting_seeds
 from speedlint.analyzer.program.hotness import Hotness
 from speedlint.analyzer.program.link import FileSeeds, Program
 from speedlint.analyzer.program.loader_summary import _IN_MEMORY_CALLS
+from speedlint.analyzer.program.settings_seeds import add_unused_setting_seeds
 
 def moved_by_callees(hot: Hotness, mid: int, fid: Optional[int], body: Dict[str, Any], loop: int, targets: Iterable[str]) -> Set[str]:
     """Loop variables (batches) that a call in the loop hands to a function that copies that

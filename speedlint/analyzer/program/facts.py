@@ -607,7 +607,7 @@ def link(files: Sequence[Tuple[str, str, Dict[str, Any]]], config_files: Sequenc
     hot = ProgramFacts(program)
     seeds = hot.seeds()
     add_data_seeds(hot, seeds, FileSeeds, config_files)
-    unseen_calls = add_framework_seeds(hot, seeds, FileSeeds, config_files)
+    unseen_calls = add_framework_seeds(hot, seeds, FileSeeds, hot._conv_reach, config_files)
     add_inference_seeds(hot, seeds, FileSeeds, EVAL_NAME, unseen_calls)  # no_grad functions only inference reaches
     # Hugging Face and accelerate: TF32 anywhere, accelerate's repository config, argument files
     add_hf_seeds([(m.path, m.shown, m.summary) for m in program.modules], seeds, FileSeeds, config_files)
