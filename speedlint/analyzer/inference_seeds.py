@@ -14,14 +14,11 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from speedlint.analyzer.program.hotness import Hotness
+from speedlint.analyzer.program.link import FileSeeds
+from speedlint.analyzer.program.schema import GRAD_OFF as _GRAD_OFF
+from speedlint.analyzer.program.schema import GUARDED as _GUARDED
 from speedlint.analyzer.vocabulary import INFERENCE_VERB
-
-#: `program.Hotness` and `program.FileSeeds` (not imported: the program imports this module)
-Hotness = Any
-FileSeeds = Any
-
-#: Call-site flags of `program` (mirrored: GUARDED, GRAD_OFF).
-_GUARDED, _GRAD_OFF = 1, 4
 
 
 def add_inference_seeds(
