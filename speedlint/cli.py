@@ -268,7 +268,7 @@ def fix(
             if force_exclude and stdin_filename and _stdin_excluded(stdin_filename, resolver):
                 _write_stdout(source, source.text)
                 raise typer.Exit(EXIT_CLEAN)
-            outcome = fix_stdin(source.text, stdin_filename or "-", resolver)
+            outcome = fix_stdin(source.text, stdin_filename or "-", resolver, use_cache=not no_cache)
             _write_stdout(source, outcome.fixed)
             for d in outcome.diagnostics:
                 sys.stderr.write(f"speedlint: {d.path}: {d.kind}: {d.message}\n")

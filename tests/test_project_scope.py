@@ -18,7 +18,7 @@ import pytest
 from conftest import FIXTURES
 from speedlint.analyzer.config import declared_torch_range
 from speedlint.analyzer.project_scope import marker_folder, project_roots
-from speedlint.analyzer.rewrite import fix_paths
+from speedlint.analyzer.rewrite import fix_paths, fix_stdin
 from speedlint.analyzer.runner import Overrides, SettingsResolver, check_paths, check_stdin
 
 PROJECTS = sorted(p for p in (FIXTURES / "projects").iterdir() if p.is_dir())
@@ -86,6 +86,28 @@ def test_a_buffer_on_stdin_gets_what_its_file_gets(project, monkeypatch):
         result = check_stdin((project / rel).read_text(encoding="utf-8"), rel, resolver, use_cache=False)
         alone[rel] = _by_file(result).get(rel, set())
     assert not _differences(alone, whole)
+
+
+@pytest.mark.parametrize("project", PROJECTS, ids=[p.name for p in PROJECTS])
+def test_fix_of_a_buffer_on_stdin_writes_what_fix_writes_for_its_file(project, monkeypatch):
+    """`speedlint fix - --stdin-filename FILE` (an editor's format-on-save): the fixed text is
+    what `fix .` would write for the file, the program's seeds included (in
+    `pinned_loader_elsewhere` the SPD202 fix needs the pinned loader of `data.py`)."""
+    monkeypatch.chdir(project)
+    resolver = _resolver(project)
+    whole = {o.path: o.fixed for o in fix_paths(["."], resolver, apply=False, use_cache=False).outcomes if o.changed}
+    for rel in _python_files(project):
+        text = (project / rel).read_text(encoding="utf-8")
+        assert fix_stdin(text, rel, resolver, use_cache=False).fixed == whole.get(rel, text), rel
+
+
+def test_fix_of_a_buffer_sees_the_pinned_loader_of_another_module(monkeypatch):
+    project = FIXTURES / "projects" / "pinned_loader_elsewhere"
+    monkeypatch.chdir(project)
+    text = (project / "train.py").read_text(encoding="utf-8")
+    fixed = fix_stdin(text, "train.py", _resolver(project), use_cache=False).fixed
+    assert "x = x.to(device, non_blocking=True)  # expect: SPD202" in fixed
+    assert fix_stdin(text, "-", _resolver(project), use_cache=False).fixed == text  # must not fire: no file name, no program
 
 
 def test_the_same_with_a_warm_cache(tmp_path, monkeypatch):

@@ -18,7 +18,7 @@ from speedlint.analyzer.fixdriver import CONFIG, FileChange, FileFix, FixRun, Fi
 from speedlint.analyzer.notebook import is_notebook
 from speedlint.analyzer.notebook_fix import NotebookFixOutcome, fix_notebook_text
 from speedlint.analyzer.parallel import read_bytes
-from speedlint.analyzer.runner import SettingsResolver, rules_for
+from speedlint.analyzer.runner import SettingsResolver, rules_for, stdin_seeds
 from speedlint.analyzer.sources import SourceError, read_source, write_atomic
 
 __all__ = ["FixRun", "FixWork", "fix_paths", "fix_stdin", "unified_diff", "write_fixed", "write_run"]
@@ -92,10 +92,13 @@ def fix_paths(
     return run
 
 
-def fix_stdin(text: str, filename: str, resolver: SettingsResolver) -> FixOutcome:
+def fix_stdin(text: str, filename: str, resolver: SettingsResolver, use_cache: bool = True) -> FixOutcome:
+    """Code read from stdin, fixed as `filename`: with a real file name, as part of the program
+    around it (the seeds `check -` gives it), so that it gets the fixes the file would get on disk."""
     from speedlint.analyzer.fixing import fix_text
 
     settings = resolver.for_file(Path(filename))
     if is_notebook(filename):  # stdin holds the notebook's JSON: so does the output
         return fix_notebook_text(text, filename, rules_for(settings), settings)
-    return fix_text(text, filename, rules_for(settings), settings, unsafe=settings.unsafe_fixes)
+    seeds = stdin_seeds(text, filename, resolver, use_cache) if filename != "-" else None
+    return fix_text(text, filename, rules_for(settings), settings, unsafe=settings.unsafe_fixes, seeds=seeds)
