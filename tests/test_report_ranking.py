@@ -3,8 +3,10 @@ from the training code, and give figures that fit where the code runs."""
 
 from __future__ import annotations
 
+import json
 import re
 
+from conftest import FIXTURES
 from speedlint.analyzer.engine import FileResult
 from speedlint.analyzer.report.markdown import check_document, select_full
 from speedlint.analyzer.report.ranking import EPOCH, EVAL, STEP, cost, from_training, is_auxiliary, places_text, runs_where, typical_text
@@ -131,3 +133,67 @@ def test_the_estimate_states_the_training_condition_of_a_rule_found_in_both():
     assert "- `SPD201`: GPU; on every training step" in doc.text
     rows = {row[0].split(":")[0]: row for row in doc.tables[1][1:]}
     assert "SPD201" in rows["Compute-bound"][2] and "SPD201" in rows["Evaluation loops"][2]
+
+
+# -- the reports of a project (fixtures/projects/report_ranking) -----------------------------------
+PROJECT = FIXTURES / "projects" / "report_ranking"
+
+
+def _project_report(cli, fmt):  # type: ignore[no-untyped-def]
+    res = cli("check", ".", "--no-cache", "--isolated", "--output-format", fmt, cwd=PROJECT)
+    assert res.returncode == 1, res.stderr
+    return res.stdout
+
+
+def test_project_markdown_puts_the_training_scripts_costliest_problem_first(cli):
+    """A benchmark full of syncs under anomaly detection (1.5-5x) and a test that syncs on every
+    step: the training script's FP32 step is the dominant bottleneck and finding #1; the
+    benchmark's and test's findings come after every finding of train.py."""
+    doc = Doc(_project_report(cli, "markdown"))
+    summary = doc.paragraphs()[0]
+    assert "The dominant bottleneck of the training code (benchmark and test scripts left out) is Precision" in summary
+    numbered = [t for t in doc.titles(4)]
+    assert numbered[0].startswith("1. SPD301")
+    where = re.findall(r"\*\*Where:\*\* `([^`:]+):", doc.text)
+    assert where[0] == "train.py"
+    last_training = max(i for i, p in enumerate(where) if p == "train.py")
+    assert all(is_auxiliary(p) for p in where[last_training + 1:]) and any(is_auxiliary(p) for p in where)
+    # the estimate is the training job's: the benchmark's anomaly detection is not in it
+    estimate = doc.tables[1]
+    assert not any("SPD702" in cell for row in estimate for cell in row)
+    assert any("SPD301" in cell for row in estimate for cell in row)
+    # must not fire: the benchmark's findings are still reported, in the classes table too
+    assert any(row[0] == "Backend and debugging leftovers" for row in doc.tables[0][1:])
+    assert doc.tables[0][1][0] == "Precision"
+
+
+def test_project_text_table_ranks_the_training_code_first(cli):
+    out = _project_report(cli, "full")
+    table = out[out.index("Ranked by expected impact"):].splitlines()[2:]
+    codes = [line.split()[1] for line in table if re.match(r"\s*(high|medium|low)\s+SPD\d{3}", line)]
+    assert codes[0] == "SPD301"
+    assert codes[-1] == "SPD702"  # only in the benchmark: after every rule with training findings
+
+
+def test_project_messages_say_where_and_figures_fit(cli):
+    out = _project_report(cli, "full")
+    block = out[out.index("train.py:41:"):]
+    assert "runs once per epoch" in block.splitlines()[0]
+    assert "paid once per epoch, not on every step" in block.splitlines()[2]
+    block = out[out.index("train.py:18:"):]
+    assert "on every evaluation batch" in block.splitlines()[0]
+    assert "low impact: slows evaluation, not the training steps" in block.splitlines()[2]
+
+
+def test_project_advice_fits_what_the_copy_feeds(cli):
+    """The evaluation's `.cpu()` feeds scikit-learn: low, and advice to batch it or compute it on
+    the device, not to accumulate on the device; the test's `assert` on a tensor decides Python
+    control flow; the benchmark's `.item()` only prints: the usual advice."""
+    rows = {(f["filename"], f["location"]["row"]): f for f in json.loads(_project_report(cli, "json"))["findings"]}
+    sk = rows[("train.py", 18)]
+    assert "`sklearn.metrics.f1_score`, which needs them on the host" in sk["message"]
+    assert "batch it" in sk["fix"]["title"] and "Accumulate on the device" not in sk["fix"]["title"]
+    decision = rows[("tests/test_step.py", 20)]
+    assert decision["fix"]["title"].startswith("The value decides Python control flow (assert)")
+    printed = rows[("benchmarks/bench_step.py", 25)]
+    assert printed["fix"]["title"].startswith("Accumulate on the device")

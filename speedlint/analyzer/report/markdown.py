@@ -250,7 +250,7 @@ def estimate_lines(findings: Sequence[Finding], rules: Dict[str, Type[Rule]]) ->
 def select_full(findings: Sequence[Finding]) -> Tuple[List[Finding], List[Finding]]:
     """(shown in full, summarised): the costliest findings, at most PER_RULE of each rule."""
     groups = ranked_by_rule(findings)
-    candidates = [(rank_key(f)[:2], rank, f.sort_key(), f) for rank, fs in enumerate(groups) for f in fs[:PER_RULE]]
+    candidates = [(rank_key(f)[:3], rank, f.sort_key(), f) for rank, fs in enumerate(groups) for f in fs[:PER_RULE]]
     chosen = [c[-1] for c in sorted(candidates, key=lambda c: c[:3])[:FULL_LIMIT]]
     picked = {id(f) for f in chosen}
     return chosen, [f for fs in groups for f in fs if id(f) not in picked]
@@ -460,7 +460,7 @@ def check_document(result, paths: Sequence[str] = (".",)) -> str:  # type: ignor
         rows.append([inline(title), str(len(fs)), *(str(counts[level]) for level in LEVELS), _counted(f.code for f in fs)])
     lines += table(["bottleneck", "findings", "high", "medium", "low", "rules"], rows)
     lines.append("")
-    lines += estimate_lines(findings, rules)
+    lines += estimate_lines(training, rules)  # what the training job gains
 
     full, rest = select_full(findings)
     order = {title: i for i, (title, _) in enumerate(classes)}

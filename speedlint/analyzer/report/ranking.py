@@ -13,8 +13,10 @@
 * **The figure fits** (`typical_text`): a rule's typical range is written for the code it usually
   flags; once-per-epoch code whose range is per step is said to cost once per epoch, and code per
   evaluation batch whose range is training steps/s is said to slow evaluation.
-* **Training entry points** (`from_training`): findings in benchmark or test scripts (and in code
-  only they reach) are left out when the report names the project's dominant bottleneck.
+* **Training entry points** (`from_training`, `auxiliary`): findings in benchmark or test scripts
+  (and in code only they reach) are left out when the report names the project's dominant
+  bottleneck, and rank after the training code's (a benchmark's syncs cost the training job
+  nothing): a rule or a bottleneck class is ranked by its findings in the training code.
 """
 
 from __future__ import annotations
@@ -102,9 +104,16 @@ def cost(f: Finding) -> int:
     return f.impact.level * HEAT[runs_where(f)]
 
 
+def auxiliary(f: Finding) -> bool:
+    """The finding sits in a benchmark or test script, or in code only such a script reaches (its
+    call chain starts there)."""
+    return is_auxiliary(f.path) or bool(f.related and is_auxiliary(str(f.related[0][0])))
+
+
 def rank_key(f: Finding) -> tuple:  # type: ignore[type-arg]
-    """The costliest first; then by level (a per-step low beats nothing), then position."""
-    return (-cost(f), -f.impact.level, f.sort_key())
+    """The training code first (a benchmark's sync costs the training job nothing); then the
+    costliest; then by level (a per-step low beats nothing), then position."""
+    return (auxiliary(f), -cost(f), -f.impact.level, f.sort_key())
 
 
 def gain_high(f: Finding) -> float:
@@ -118,8 +127,13 @@ def group_key(findings: Sequence[Finding]) -> tuple:  # type: ignore[type-arg]
     costliest finding; at equal cost, the larger typical speed-up of the findings that cost that
     much (FP32 training, 1.5-3x, before a per-step sync, 5-30%); then its summed cost (many
     per-step findings before one), then its code."""
-    top = max(cost(f) for f in findings)
-    return (-top, -max(gain_high(f) for f in findings if cost(f) == top), -sum(cost(f) for f in findings), min(f.code for f in findings))
+    training = [f for f in findings if not auxiliary(f)]
+    judged = training or list(findings)  # a group with training code is judged by it, and comes first
+    top = max(cost(f) for f in judged)
+    return (
+        not training, -top, -max(gain_high(f) for f in judged if cost(f) == top),
+        -sum(cost(f) for f in judged), min(f.code for f in findings),
+    )
 
 
 #: Short names of the places, for a table column.
@@ -156,5 +170,5 @@ def is_auxiliary(path: str) -> bool:
 def from_training(findings: Sequence[Finding]) -> List[Finding]:
     """The findings outside benchmark and test scripts (a chain that starts in one counts as in
     one); all of them when nothing else is left."""
-    kept = [f for f in findings if not is_auxiliary(f.path) and not (f.related and is_auxiliary(str(f.related[0][0])))]
+    kept = [f for f in findings if not auxiliary(f)]
     return kept or list(findings)

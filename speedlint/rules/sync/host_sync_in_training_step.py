@@ -8,6 +8,7 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 import libcst as cst
 
 from speedlint.analyzer.providers.frameworks import metric_sync
+from speedlint.analyzer.providers.host_use import DECISION, LIBRARY, HostUse, host_use
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, LOW, MEDIUM, Fix, Impact, Rule
 from speedlint.analyzer.vocabulary import COUNTER_NAME
@@ -21,6 +22,20 @@ _STATEMENTS = (cst.BaseSmallStatement, cst.BaseCompoundStatement)
 _ANOMALY = ("isnan", "isinf", "isfinite")
 _TIME = ("time.time", "time.perf_counter", "time.monotonic", "time.process_time", "datetime.datetime.now")
 ADVICE = "Accumulate on the device (`running += loss.detach()`) and read the value every N steps"
+#: When the value feeds a host-only library (per step; per evaluation batch), or a Python decision.
+LIBRARY_ADVICE = (
+    "{what} needs the values on the host: batch the copies (collect on the device, copy once every N steps),"
+    " move that computation to the device (a torch equivalent), or do it every N steps"
+)
+EVAL_LIBRARY_ADVICE = (
+    "{what} needs the values on the host: batch it (collect the outputs on the device and copy them once"
+    " after the loop, `torch.cat(outputs).cpu()`), or compute it on the device"
+)
+DECISION_ADVICE = (
+    "The value decides Python control flow ({what}): make that check every N steps, or keep the"
+    " decision on the device (`torch.where`, a flag tensor read every N steps)"
+)
+EPOCH_WHEN = "GPU; once per epoch (an evaluation run once per epoch)"
 
 
 #: Comparisons that give a boolean tensor (not `is`/`in`).
@@ -137,6 +152,7 @@ class HostSyncInTrainingStep(Rule):
         self._synced_statements: Set[cst.CSTNode] = set()
         self._synced_units: Set[Optional[cst.CSTNode]] = set()
         self._masks: Dict[Optional[cst.CSTNode], List[cst.Subscript]] = {}
+        self._epoch_candidates: Dict[cst.FunctionDef, bool] = {}
 
     @property
     def flow(self) -> Flow:
@@ -367,7 +383,14 @@ class HostSyncInTrainingStep(Rule):
         if not self.ctx.may_use_gpu:
             return False
         facts = self.ctx.torch
-        return facts.step_of(node) is not None or facts.eval_loop_of(node) is not None or facts.eval_function_of(node) is not None
+        if facts.step_of(node) is not None or facts.eval_loop_of(node) is not None or facts.eval_function_of(node) is not None:
+            return True
+        fn = facts.epoch_of(node)  # an evaluation run once per epoch (`_evaluation_per_epoch`)
+        if not isinstance(fn, cst.FunctionDef):
+            return False
+        if fn not in self._epoch_candidates:
+            self._epoch_candidates[fn] = not facts.reaches_backward(fn) and not self._cpu_only(fn)
+        return self._epoch_candidates[fn]
 
     def _cheap_candidate(self, expr: cst.BaseExpression) -> bool:
         """Expressions worth asking `is_tensor` about (literals and strings never are)."""
@@ -397,13 +420,21 @@ class HostSyncInTrainingStep(Rule):
             if unit in self._synced_units:
                 level = MEDIUM
             self._synced_units.add(unit)
+        use = host_use(self.ctx, node)
+        message = f"{what} waits for the GPU {text}: a host-device sync"
+        if use is not None and use.kind == LIBRARY:
+            message += f" (the values go to {use.what}, which needs them on the host)"
+        if level != LOW:
+            when = None
+        elif text.startswith("once per epoch"):
+            when = EPOCH_WHEN
+        else:
+            when = "GPU; once per evaluation batch"
         self.report(
             node,
-            f"{what} waits for the GPU {text}: a host-device sync",
-            fix=Fix.advice(ADVICE),
-            impact=self.impact
-            if level == HIGH
-            else self.impact.with_level(level, "GPU; once per evaluation batch" if level == LOW else None),
+            message,
+            fix=Fix.advice(_advice(use, level == LOW)),
+            impact=self.impact if level == HIGH else self.impact.with_level(level, when),
         )
 
     def _tensor_branch_never_runs(self, node: cst.CSTNode) -> bool:
@@ -471,7 +502,28 @@ class HostSyncInTrainingStep(Rule):
         fn = facts.eval_function_of(node)
         if fn is not None and not self._rarely_run(node, fn):
             return LOW, "on every evaluation batch"  # a function an evaluation loop elsewhere calls
+        if self._evaluation_per_epoch(node):
+            return LOW, "once per epoch (in an evaluation)"
         return None
+
+    def _evaluation_per_epoch(self, node: cst.CSTNode) -> bool:
+        """`node` runs once per epoch in a whole-set evaluation: a function the epoch loop calls
+        that runs without backward under `no_grad` or after `.eval()`, in one go (a full-graph
+        `test()`: no loop over evaluation batches, `node` in no loop or comprehension). After a
+        loop over batches, one copy of the gathered results is the cure, not the cost."""
+        facts = self.ctx.torch
+        fn = facts.epoch_of(node)
+        if not isinstance(fn, cst.FunctionDef) or not self._epoch_candidates.get(fn):
+            return False
+        if any(isinstance(a, (cst.For, cst.While, *_COMPREHENSIONS)) for a in _ancestors_within(facts, node, fn)):
+            return False
+        if any(facts.contains(fn, loop) for loop in facts.eval_loops):
+            return False
+        evaluating = facts.grad_disabled_at(node) is not None or any(
+            isinstance(c.func, cst.Attribute) and c.func.attr.value == "eval" and not c.args and facts.is_before(c, node)
+            for c in facts.units[fn].calls
+        )
+        return evaluating and not self._rarely_run(node, fn)
 
     def _per_step(self, node: cst.CSTNode) -> bool:
         unit = self.ctx.torch.step_of(node)
@@ -663,6 +715,26 @@ class HostSyncInTrainingStep(Rule):
                 if move is not None and move.moves_to_device:
                     return True
         return False
+
+
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
+
+def _ancestors_within(facts, node: cst.CSTNode, boundary: cst.CSTNode) -> Iterator[cst.CSTNode]:  # type: ignore[no-untyped-def]
+    for a in facts.ancestors(node):
+        if a is boundary:
+            return
+        yield a
+
+
+def _advice(use: Optional[HostUse], evaluation: bool) -> str:
+    """The advice that fits what the value is used for (`providers.host_use`)."""
+    if use is None:
+        return ADVICE
+    if use.kind == LIBRARY:
+        return (EVAL_LIBRARY_ADVICE if evaluation else LIBRARY_ADVICE).format(what=use.what)
+    assert use.kind == DECISION
+    return DECISION_ADVICE.format(what=use.what)
 
 
 def _inner_sync_chain(expr: cst.BaseExpression) -> Iterator[cst.Call]:
