@@ -36,6 +36,8 @@ TRAIN = """def train(model, loader, optimizer):
         out = model(x.cuda())
         cost = torch.cdist(out, y.cuda())
         rows, cols = linear_sum_assignment(cost.cpu())
+        parts = cost.view(2, -1).cpu()
+        pairs = [linear_sum_assignment(c[i]) for i, c in enumerate(parts.split(4, -1))]
         loss = F.mse_loss(out[rows], y.cuda()[cols])
         optimizer.zero_grad()
         loss.backward()
@@ -50,7 +52,8 @@ def test_a_copy_for_scipy_and_a_python_decision():
     got = advice(TRAIN)
     assert got[5].startswith("`scipy.optimize.linear_sum_assignment` needs the values on the host")
     assert "move that computation to the device" in got[5] and "every N steps" in got[5]
-    assert got[10].startswith("The value decides Python control flow (`math.isfinite`)")
+    assert got[6].startswith("`scipy.optimize.linear_sum_assignment` needs the values on the host")  # through a loop
+    assert got[12].startswith("The value decides Python control flow (`math.isfinite`)")
     assert not any("Accumulate on the device" in a for a in got.values())
 
 
@@ -98,6 +101,9 @@ def fit(model, loader, val_loader, optimizer):
     got = advice(body)
     assert list(got) == [6]
     assert got[6].startswith("`numpy.concatenate` needs the values on the host: batch it")
+    # must not fire: a loss read per evaluation batch goes nowhere else: keep it on the device
+    got = advice(body.replace("labels.append(y.numpy())", "print(F.mse_loss(model(x.cuda()), y.cuda()).item())"))
+    assert got[7].startswith("Keep the values on the device") and got[6].startswith("`numpy.concatenate`")
 
 
 def test_a_decision_on_a_tensor_itself():

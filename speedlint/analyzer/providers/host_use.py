@@ -38,6 +38,8 @@ HOST_LIBRARIES = frozenset({
 _DECIDERS = frozenset({"math.isfinite", "math.isnan", "math.isinf"})
 #: Builtins that only convert the value: their result carries it on.
 _CONVERSIONS = frozenset({"float", "int", "bool", "list", "tuple", "abs", "round", "sorted", "max", "min", "sum"})
+#: Builtins that iterate the value: the loop's targets carry it on.
+_ITERATORS = frozenset({"enumerate", "zip", "iter", "reversed"})
 _CONTAINERS = (cst.List, cst.Tuple, cst.Set, cst.Dict, cst.Element, cst.BaseDictElement)
 _DEPTH = 3
 
@@ -94,6 +96,9 @@ def _uses(ctx: FileContext, node: cst.CSTNode, depth: int, seen: Set[int]) -> It
             if isinstance(func, cst.Name) and func.value in _CONVERSIONS:
                 child = parent
                 continue
+            if isinstance(func, cst.Name) and func.value in _ITERATORS:
+                child = parent  # `enumerate(v)`: the loop over it is followed below
+                continue
             if isinstance(func, cst.Attribute) and func.attr.value == "append" and isinstance(func.value, cst.Name):
                 yield from _name_uses(ctx, func.value, depth, seen)  # `preds.append(v)`: what the list feeds
             return
@@ -105,6 +110,9 @@ def _uses(ctx: FileContext, node: cst.CSTNode, depth: int, seen: Set[int]) -> It
         if isinstance(parent, _CONTAINERS):
             child = parent
             continue
+        if isinstance(parent, (cst.For, cst.CompFor)) and child is parent.iter:
+            yield from _loop_uses(ctx, parent, depth, seen)  # `for i, c in enumerate(C.split(sizes))`
+            return
         if isinstance(parent, (cst.If, cst.While)) and child is parent.test:
             yield HostUse(DECISION, "if" if isinstance(parent, cst.If) else "while")
             return
@@ -171,3 +179,39 @@ def _binds(site: cst.CSTNode, target: cst.Name) -> bool:
     if isinstance(site, cst.AnnAssign):
         return site.target is target
     return False
+
+
+def _loop_uses(ctx: FileContext, loop: cst.CSTNode, depth: int, seen: Set[int]) -> Iterator[HostUse]:
+    """The uses of a loop's targets (`for`, or a comprehension's `for`) inside the loop: the
+    body, or the comprehension's element and conditions."""
+    facts = ctx.torch
+    targets = {n.value for n in _names(loop.target)}  # type: ignore[attr-defined]
+    owner: Optional[cst.CSTNode] = loop if isinstance(loop, cst.For) else next(
+        (a for a in facts.ancestors(loop) if isinstance(a, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp))), None
+    )
+    if owner is None or not targets:
+        return
+    tree = facts.tree
+    start = tree.index(owner)
+    if start is None:
+        return
+    info = flow(ctx)
+    count = 0
+    for n in tree.nodes[start:tree.ends[start]]:
+        if not isinstance(n, cst.Name) or n.value not in targets or count >= 20:
+            continue
+        holder = facts.parent(n)
+        if isinstance(holder, cst.Attribute) and holder.attr is n or isinstance(holder, cst.Arg) and holder.keyword is n:
+            continue
+        b = info.binding(n)
+        if b is not None and b.site is loop and b.value is not n:
+            count += 1
+            yield from _uses(ctx, n, depth + 1, seen)
+
+
+def _names(target: cst.CSTNode) -> Iterator[cst.Name]:
+    if isinstance(target, cst.Name):
+        yield target
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for el in target.elements:
+            yield from _names(el.value)

@@ -22,18 +22,23 @@ _STATEMENTS = (cst.BaseSmallStatement, cst.BaseCompoundStatement)
 _ANOMALY = ("isnan", "isinf", "isfinite")
 _TIME = ("time.time", "time.perf_counter", "time.monotonic", "time.process_time", "datetime.datetime.now")
 ADVICE = "Accumulate on the device (`running += loss.detach()`) and read the value every N steps"
-#: When the value feeds a host-only library (per step; per evaluation batch), or a Python decision.
+#: When the value feeds a host-only library (per step; per evaluation batch or evaluation), or a
+#: Python decision (`providers.host_use`), and for other reads in an evaluation.
 LIBRARY_ADVICE = (
-    "{what} needs the values on the host: batch the copies (collect on the device, copy once every N steps),"
+    "{what} needs the values on the host: batch it (one copy for all of them, not one per item),"
     " move that computation to the device (a torch equivalent), or do it every N steps"
 )
 EVAL_LIBRARY_ADVICE = (
-    "{what} needs the values on the host: batch it (collect the outputs on the device and copy them once"
+    "{what} needs the values on the host: batch it (keep the outputs on the device and copy them once"
     " after the loop, `torch.cat(outputs).cpu()`), or compute it on the device"
 )
 DECISION_ADVICE = (
     "The value decides Python control flow ({what}): make that check every N steps, or keep the"
     " decision on the device (`torch.where`, a flag tensor read every N steps)"
+)
+EVAL_ADVICE = (
+    "Keep the values on the device (`total += loss.detach()`, `outputs.append(out)`) and read them once"
+    " after the loop"
 )
 EPOCH_WHEN = "GPU; once per epoch (an evaluation run once per epoch)"
 
@@ -83,6 +88,11 @@ class HostSyncInTrainingStep(Rule):
     never takes the branch, `update(**loss_dict)` does. Anything else passed (a name whose
     value is not known to be a Python number) counts as a possible tensor.
 
+    A whole-set evaluation run once per epoch (a function the epoch loop calls that runs under
+    `no_grad` or after `.eval()` with no loop over batches, such as a full-graph `test()`) is
+    reported with low impact, once per epoch. After a loop over evaluation batches, one copy of
+    the gathered results is what the advice asks for, and is not flagged.
+
     ## Why is this slow?
     CUDA runs asynchronously: the host queues kernels and moves on. Reading a value on the host
     makes it wait until every queued kernel has finished, so the GPU idles while the host prepares
@@ -116,6 +126,13 @@ class HostSyncInTrainingStep(Rule):
             print(f"step {step}: loss {running.item() / 100:.4f}")
             running.zero_()
     ```
+
+    The advice follows what the value is used for (the analyzer's `host_use` fact): a value
+    handed to a host-only library (numpy, scipy, scikit-learn, pandas, OpenCV ..., also through a
+    name, a list it is appended to, or a loop over it) gets "batch it, move that computation to
+    the device, or do it every N steps"; a value that decides Python control flow (`if`, `while`,
+    `assert`, `math.isfinite`) gets "check every N steps or keep the decision on the device"; an
+    evaluation's reads get "keep the values on the device and read them once after the loop".
 
     ## Fix safety
     No automatic fix (display-only): where to accumulate and how often to read depends on what
@@ -728,9 +745,9 @@ def _ancestors_within(facts, node: cst.CSTNode, boundary: cst.CSTNode) -> Iterat
 
 
 def _advice(use: Optional[HostUse], evaluation: bool) -> str:
-    """The advice that fits what the value is used for (`providers.host_use`)."""
+    """The advice that fits what the value is used for (`providers.host_use`) and where it runs."""
     if use is None:
-        return ADVICE
+        return EVAL_ADVICE if evaluation else ADVICE
     if use.kind == LIBRARY:
         return (EVAL_LIBRARY_ADVICE if evaluation else LIBRARY_ADVICE).format(what=use.what)
     assert use.kind == DECISION
