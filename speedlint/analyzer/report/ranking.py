@@ -28,8 +28,8 @@ from pathlib import PurePosixPath
 from typing import Dict, List, Optional, Sequence
 
 from speedlint.analyzer.findings import Finding
+from speedlint.analyzer.providers.places import EPOCH, EVAL, PLACE_PHRASES, STEP
 
-STEP, EVAL, EPOCH = "step", "eval", "epoch"
 #: How hot each place is (the multiplier of the impact level); a finding that does not say where
 #: it runs counts as the rule's usual place (its level was set for it).
 HEAT: Dict[Optional[str], int] = {STEP: 3, EVAL: 2, EPOCH: 1, None: 3}
@@ -38,14 +38,8 @@ PLACE_WORDS = {STEP: "on every training step", EVAL: "on every evaluation batch"
 
 _CHAIN = re.compile(r"\(runs (?P<kind>on every training step|for every sample|on every evaluation batch|once per epoch): ")
 _CHAIN_KINDS = {"on every training step": STEP, "for every sample": STEP, "on every evaluation batch": EVAL, "once per epoch": EPOCH}
-#: Phrases of `Impact.when` and messages, checked in this order (eval before step: "an evaluation
-#: step"; epoch last: "per step ... (the loader is iterated every epoch)" is a per-step cost only
-#: when the step phrases say so).
-_PHRASES = (
-    (EVAL, re.compile(r"evaluation batch|evaluation loop|evaluation only|eval(uation)?/inference|\beval loops?\b|eval throughput", re.I)),
-    (STEP, re.compile(r"training step|every step|per step|optimizer step|every sample|per sample|element of a batch|compute-bound training", re.I)),
-    (EPOCH, re.compile(r"once per epoch|every epoch|per epoch", re.I)),
-)
+#: Phrases of `Impact.when` and messages that say where code runs (`providers.places`).
+_PHRASES = PLACE_PHRASES
 _PER_STEP_FIGURE = re.compile(r"step time|steps/s|per step", re.I)
 
 #: Folders and file names of benchmark and test scripts.
