@@ -118,3 +118,24 @@ def test_a_decision_on_a_tensor_itself():
 """
     got = advice(body)
     assert list(got) == [4] and got[4].startswith("The value decides Python control flow (if)")
+
+
+def test_reads_that_are_not_values_get_their_own_advice():
+    """A boolean mask, a tensor size and `torch.cuda.synchronize()` are not values to accumulate:
+    fixed shapes, host ints, CUDA events."""
+    body = """def train(model, loader, optimizer):
+    for x, y in loader:
+        out = model(x.cuda())
+        keep = out[out.abs() > 0.5]
+        n = y.cuda().max()
+        idx = torch.arange(n)
+        loss = keep.sum() + idx.sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        torch.cuda.synchronize()
+"""
+    got = advice(body)
+    assert got[4].startswith("Keep the shape fixed")
+    assert got[6].startswith("Pass a Python int")
+    assert got[11].startswith("Remove it from the step")

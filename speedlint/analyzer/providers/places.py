@@ -37,6 +37,15 @@ def says_where(text: str) -> bool:
     return any(pattern.search(text) for _, pattern in PLACE_PHRASES)
 
 
+def stated_when(when: str) -> str:
+    """The parts of an impact's `when` that state where the code runs, without its conditions
+    and asides: "GPU; per step when it runs in a step or a forward" (SPD203's record for every
+    finding) and "always; worst per sample in DataLoader workers" say where the cost would be
+    largest, not where this finding's code runs."""
+    parts = [p for p in when.split(";") if not re.match(r"\s*(worst|most|more)\b", p) and not re.search(r"\bwhen\b|\bif\b", p)]
+    return ";".join(parts)
+
+
 def place_of(ctx: FileContext, node: cst.CSTNode) -> Optional[str]:
     """Where the analysis of this file says `node` runs, as a phrase for a message; None when it
     does not know (module-level setup, a loader setting, code no loop reaches)."""
@@ -53,5 +62,5 @@ def place_of(ctx: FileContext, node: cst.CSTNode) -> Optional[str]:
         return "once per epoch"
     fn = facts.enclosing_function(node)
     if facts.grad_disabled_at(node) is not None and fn is not None and not facts.reaches_backward(fn):
-        return "in inference code (gradients off)"
+        return "in inference code, with gradients off"
     return None

@@ -28,7 +28,7 @@ from pathlib import PurePosixPath
 from typing import Dict, List, Optional, Sequence
 
 from speedlint.analyzer.findings import Finding
-from speedlint.analyzer.providers.places import EPOCH, EVAL, PLACE_PHRASES, STEP
+from speedlint.analyzer.providers.places import EPOCH, EVAL, PLACE_PHRASES, STEP, stated_when
 
 #: How hot each place is (the multiplier of the impact level); a finding that does not say where
 #: it runs counts as the rule's usual place (its level was set for it).
@@ -81,8 +81,9 @@ def gain_of(typical: str) -> Optional[Gain]:
 
 def runs_where(f: Finding) -> Optional[str]:
     """Where the flagged code runs (STEP, EVAL, EPOCH), or None when the finding does not say."""
+    when = stated_when(f.impact.when)
     for place, pattern in _PHRASES:  # the rule's own record of the context comes first
-        if pattern.search(f.impact.when):
+        if pattern.search(when):
             return place
     m = _CHAIN.search(f.message)
     if m is not None:

@@ -40,6 +40,15 @@ EVAL_ADVICE = (
     "Keep the values on the device (`total += loss.detach()`, `outputs.append(out)`) and read them once"
     " after the loop"
 )
+#: Reads that are not a value read for its own sake: a shape that depends on the data, a size.
+MASK_ADVICE = (
+    "Keep the shape fixed: `torch.where(mask, x, fill)`, a multiply by the mask, or a fixed-size gather"
+    " (`index_select` on indices known on the host) instead of a data-dependent selection"
+)
+SIZE_ADVICE = "Pass a Python int: keep the size on the host (from the batch's metadata or its shape), not as a device tensor"
+POOL_ADVICE = "Pass `size=` (the number of graphs in the batch, e.g. `batch.num_graphs`, known on the host)"
+BUFFER_ADVICE = "Allocate the buffer on the device (`device=t.device`), or copy once after the loop"
+SYNCHRONIZE_ADVICE = "Remove it from the step; to time a step, use CUDA events (`torch.cuda.Event(enable_timing=True)`) read every N steps"
 EPOCH_WHEN = "GPU; once per epoch (an evaluation run once per epoch)"
 
 
@@ -223,7 +232,7 @@ class HostSyncInTrainingStep(Rule):
             if isinstance(e.slice, cst.Slice):
                 for bound in (e.slice.lower, e.slice.upper, e.slice.step):
                     if bound is not None and self._maybe_hot(bound) and self._cheap_candidate(bound) and self.flow.is_tensor(bound):
-                        self._sync(bound, "a tensor used as a slice bound (it is converted to an int on the host)")
+                        self._sync(bound, "a tensor used as a slice bound (it is converted to an int on the host)", SIZE_ADVICE)
                         break
         if not any(isinstance(e.slice, cst.Index) and self._is_mask(e.slice.value) for e in node.slice):
             return
@@ -242,7 +251,7 @@ class HostSyncInTrainingStep(Rule):
                 isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and self._maybe_hot(node)
                 and self._cheap_candidate(node.value) and self.flow.is_tensor(node.value) and self.flow.is_cpu_buffer(target.value)
             ):
-                self._sync(target, "a device tensor written into a CPU tensor (a blocking device-to-host copy)")
+                self._sync(target, "a device tensor written into a CPU tensor (a blocking device-to-host copy)", BUFFER_ADVICE)
                 return
 
     def leave_Module(self, node: cst.Module) -> None:
@@ -254,7 +263,7 @@ class HostSyncInTrainingStep(Rule):
             if len(hot) > 1:
                 lines = sorted({self.ctx.position(s).start.line for s in hot[1:]})
                 more = f" ({len(hot) - 1} more in this function, line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))})"
-            self._sync(hot[0], "boolean-mask indexing of a tensor (it counts the mask on the host)" + more)
+            self._sync(hot[0], "boolean-mask indexing of a tensor (it counts the mask on the host)" + more, MASK_ADVICE)
 
     def _is_mask(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
         """A boolean tensor: a comparison of tensors, `~m`, `m & n`, `torch.isnan(t)` ..., or a
@@ -302,23 +311,23 @@ class HostSyncInTrainingStep(Rule):
             written = {self.ctx.qualname(w) for w in self.flow.self_writes(func) if isinstance(w, (cst.Name, cst.Attribute))}
             q = min(written & _POOLS_WITHOUT_SIZE, default="")
         if (isinstance(func, cst.Name) and func.value == "range" and q in ("range", "builtins.range")) or q in _SIZED_FACTORIES:
-            self._first_tensor([a.value for a in node.args if a.keyword is None and not a.star], f"a tensor used as a size in `{dotted(func)}()`")
+            self._first_tensor([a.value for a in node.args if a.keyword is None and not a.star], f"a tensor used as a size in `{dotted(func)}()`", SIZE_ADVICE)
         elif q in _POOLS_WITHOUT_SIZE and not any(a.keyword is not None and a.keyword.value == "size" for a in node.args):
             positional = [a for a in node.args if a.keyword is None and not a.star]
             batch = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "batch"), None)
             if batch is None and len(positional) > 1:
                 batch = positional[1].value
             if len(positional) < 3 and batch is not None and self._cheap_candidate(batch) and self.flow.is_tensor(batch):
-                self._sync(node, f"`{dotted(func)}()` without `size=` (it reads `int(batch.max()) + 1`)")
+                self._sync(node, f"`{dotted(func)}()` without `size=` (it reads `int(batch.max()) + 1`)", POOL_ADVICE)
 
-    def _first_tensor(self, values: List[cst.BaseExpression], what: str) -> None:
+    def _first_tensor(self, values: List[cst.BaseExpression], what: str, advice: Optional[str] = None) -> None:
         for value in values:
             if self._cheap_candidate(value) and self.flow.is_tensor(value):
-                self._sync(value, what)
+                self._sync(value, what, advice)
                 return
 
     def _synchronize(self, node: cst.Call) -> None:
-        self._sync(node, "`torch.cuda.synchronize()`")
+        self._sync(node, "`torch.cuda.synchronize()`", SYNCHRONIZE_ADVICE)
 
     def _method(self, node: cst.Call, func: cst.Attribute) -> None:
         method = func.attr.value
@@ -413,7 +422,9 @@ class HostSyncInTrainingStep(Rule):
         """Expressions worth asking `is_tensor` about (literals and strings never are)."""
         return not isinstance(expr, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString, cst.Integer, cst.Float, cst.Lambda))
 
-    def _sync(self, node: cst.CSTNode, what: str) -> None:
+    def _sync(self, node: cst.CSTNode, what: str, advice: Optional[str] = None) -> None:
+        """Report a sync (`advice`: what fits this kind of read, when it is not a value read for
+        its own sake; else the advice follows what the value is used for, `_advice`)."""
         if node in self._reported or not self.ctx.may_use_gpu:
             return
         if self._tensor_branch_never_runs(node):
@@ -450,7 +461,7 @@ class HostSyncInTrainingStep(Rule):
         self.report(
             node,
             message,
-            fix=Fix.advice(_advice(use, level == LOW)),
+            fix=Fix.advice(advice or _advice(use, level == LOW)),
             impact=self.impact if level == HIGH else self.impact.with_level(level, when),
         )
 
