@@ -197,3 +197,51 @@ def test_project_advice_fits_what_the_copy_feeds(cli):
     assert decision["fix"]["title"].startswith("The value decides Python control flow (assert)")
     printed = rows[("benchmarks/bench_step.py", 25)]
     assert printed["fix"]["title"].startswith("Accumulate on the device")
+
+
+# -- every message says where its code runs ---------------------------------------------------------
+PLACES = """import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+
+
+@torch.no_grad()
+def generate(model, idx, steps):
+    for _ in range(steps):
+        nxt = model(idx[:, -64:]).argmax(-1, keepdim=True)
+        idx = torch.cat((idx, nxt), dim=1)
+    return idx
+
+
+def train(model, data, optimizer, steps):
+    loader = DataLoader(data, batch_size=32, num_workers=4)
+    for x, y in loader:
+        loss = F.cross_entropy(model(x.cuda()), y.cuda())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        print(loss.item())
+"""
+
+
+def test_the_engine_adds_the_place_a_message_does_not_say():
+    from speedlint.analyzer.config import Settings
+    from speedlint.analyzer.engine import analyze_text
+    from speedlint.analyzer.registry import select_rules
+
+    settings = Settings(select=("SPD404", "SPD201", "SPD102"))
+    found = {f.code: f for f in analyze_text(PLACES, "train.py", select_rules(settings.select), settings, prelook=False).findings}
+    assert found["SPD404"].message.endswith("(runs in an evaluation or inference loop)")
+    assert runs_where(found["SPD404"]) == EVAL  # a generation loop, not the training step
+    # must not fire: a message that says where keeps its words; a loader setting has no place
+    assert found["SPD201"].message.endswith("on every training step: a host-device sync")
+    assert "(runs " not in found["SPD102"].message
+
+
+def test_a_conditional_when_is_not_a_place():
+    """SPD203's record says "per step when it runs in a step or a forward" for every finding: a
+    finding whose message says nothing does not run on every training step for that."""
+    moved = finding("SPD203", LOW, "GPU; per step when it runs in a step or a forward", "`torch.zeros(...)` is created on the CPU, then copied")
+    assert runs_where(moved) is None
+    gc = finding("SPD401", HIGH, "always; worst per sample in DataLoader workers", "`gc.collect()` runs once per epoch")
+    assert runs_where(gc) == EPOCH

@@ -1,6 +1,6 @@
-"""Where a node's code runs, in the words the reports read: on every training step, on every
-evaluation batch, for every sample, once per epoch, or in inference code (under `no_grad` or
-`inference_mode`, outside training).
+"""Where a node's code runs, in the words the reports read: on every training step, in an
+evaluation or inference loop, on every evaluation batch, for every sample, once per epoch, or in
+inference code (under `no_grad` or `inference_mode`, outside training).
 
 Every finding's message says where its code runs: a rule that words it itself (`... on every
 training step`, `this training step runs ...`) keeps its words; otherwise the engine adds the place
@@ -26,7 +26,7 @@ STEP, EVAL, EPOCH = "step", "eval", "epoch"
 #: epoch)" is a per-step cost only when the step phrases say so). "every step of this loop" is an
 #: iteration of some loop, not a training step.
 PLACE_PHRASES: Tuple[Tuple[str, "re.Pattern[str]"], ...] = (
-    (EVAL, re.compile(r"evaluation batch|evaluation loop|evaluation only|eval(uation)?/inference|\beval loops?\b|eval throughput|inference code", re.I)),
+    (EVAL, re.compile(r"evaluation batch|evaluation loop|evaluation only|eval(uation)?/inference|\beval loops?\b|eval throughput|inference (code|loop)", re.I)),
     (STEP, re.compile(r"training step|every step(?! of this loop)|per step|optimizer step|every sample|per sample|element of a batch|compute-bound training", re.I)),
     (EPOCH, re.compile(r"once per epoch|every epoch|per epoch", re.I)),
 )
@@ -54,7 +54,9 @@ def place_of(ctx: FileContext, node: cst.CSTNode) -> Optional[str]:
         return None
     if facts.step_of(node) is not None:
         return "on every training step"
-    if facts.eval_loop_of(node) is not None or facts.eval_function_of(node) is not None:
+    if facts.eval_loop_of(node) is not None:
+        return "in an evaluation or inference loop"  # (a loop without backward: over batches, or tokens)
+    if facts.eval_function_of(node) is not None:
         return "on every evaluation batch"
     if facts.sample_function_of(node) is not None:
         return "for every sample"
