@@ -245,3 +245,11 @@ def test_a_conditional_when_is_not_a_place():
     assert runs_where(moved) is None
     gc = finding("SPD401", HIGH, "always; worst per sample in DataLoader workers", "`gc.collect()` runs once per epoch")
     assert runs_where(gc) == EPOCH
+
+
+def test_markdown_says_the_added_place_once_on_the_runs_line():
+    inference = finding("SPD203", LOW, "GPU; per step when it runs in a step or a forward", "`torch.zeros(...)` is created on the CPU, then copied (runs in inference code, with gradients off)")
+    doc = Doc(check_document(RunResult(files=[FileResult("export.py", [inference], source="x\n")])))
+    assert "- **Runs:** in inference code, with gradients off." in doc.text
+    assert "then copied (runs" not in doc.text
+    assert "on every evaluation batch" not in doc.text  # the ranking's place for it, not its words

@@ -39,6 +39,7 @@ OTHER = "Other"
 SCRIPT_PLACEHOLDER = "path/to/train.py"
 _MAIN_GUARD = re.compile(r"""^if\s+__name__\s*==\s*['"]__main__['"]\s*:""", re.M)
 _CHAIN_SUFFIX = re.compile(r"\s\(runs (?P<kind>[^:()]+): .*\)\s*$", re.S)
+_PLACE_SUFFIX = re.compile(r"\s\(runs (?P<place>[^:()]+)\)\s*$")
 
 
 # -- escaping --------------------------------------------------------------------------------------
@@ -317,6 +318,9 @@ def finding_lines(
         m = _CHAIN_SUFFIX.search(message)
         if m:
             message, hot = message[: m.start()], m["kind"]
+    local = _PLACE_SUFFIX.search(message)  # the place the engine added: said once, on the Runs line
+    if local:
+        message = message[: local.start()]
     lines = [
         f"#### {number}. {f.code} {code_span(f.name)}: {LEVEL_NAMES.get(f.impact.level, '?')} impact",
         "",
@@ -329,7 +333,9 @@ def finding_lines(
         hops = [f"{code_span(f'{p}:{n}')} {code_span(call)}" for p, n, call in f.related]
         label = f"Runs {hot} through" if hot else "Call chain"
         lines.append(f"- **{inline(label)}:** " + " → ".join(hops + [code_span(f"{f.path}:{f.line}")]))
-    if place is not None and not (f.related and hot):
+    if local and not (f.related and hot):
+        lines.append(f"- **Runs:** {inline(local['place'])}.")
+    elif place is not None and not (f.related and hot):
         lines.append(f"- **Runs:** {PLACE_WORDS[place]}.")
     if f.code in explained:
         lines.append(f"- **Why it is slow:** as for #{explained[f.code]} ({f.code}).")
