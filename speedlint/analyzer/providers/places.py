@@ -13,11 +13,12 @@ Not a rule module (no `Rule` subclass).
 from __future__ import annotations
 
 import re
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, Optional, Tuple
 
-import libcst as cst
+if TYPE_CHECKING:  # a warm run's report reads the phrases and imports no LibCST
+    import libcst as cst
 
-from speedlint.analyzer.context import FileContext
+    from speedlint.analyzer.context import FileContext
 
 STEP, EVAL, EPOCH = "step", "eval", "epoch"
 
@@ -46,7 +47,7 @@ def stated_when(when: str) -> str:
     return ";".join(parts)
 
 
-def place_of(ctx: FileContext, node: cst.CSTNode) -> Optional[str]:
+def place_of(ctx: "FileContext", node: "cst.CSTNode") -> Optional[str]:
     """Where the analysis of this file says `node` runs, as a phrase for a message; None when it
     does not know (module-level setup, a loader setting, code no loop reaches)."""
     facts = ctx.torch_if_built
