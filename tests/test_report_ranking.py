@@ -3,8 +3,10 @@ from the training code, and give figures that fit where the code runs."""
 
 from __future__ import annotations
 
+import json
 import re
 
+from conftest import FIXTURES
 from speedlint.analyzer.engine import FileResult
 from speedlint.analyzer.report.markdown import check_document, select_full
 from speedlint.analyzer.report.ranking import EPOCH, EVAL, STEP, cost, from_training, is_auxiliary, places_text, runs_where, typical_text
@@ -131,3 +133,123 @@ def test_the_estimate_states_the_training_condition_of_a_rule_found_in_both():
     assert "- `SPD201`: GPU; on every training step" in doc.text
     rows = {row[0].split(":")[0]: row for row in doc.tables[1][1:]}
     assert "SPD201" in rows["Compute-bound"][2] and "SPD201" in rows["Evaluation loops"][2]
+
+
+# -- the reports of a project (fixtures/projects/report_ranking) -----------------------------------
+PROJECT = FIXTURES / "projects" / "report_ranking"
+
+
+def _project_report(cli, fmt):  # type: ignore[no-untyped-def]
+    res = cli("check", ".", "--no-cache", "--isolated", "--output-format", fmt, cwd=PROJECT)
+    assert res.returncode == 1, res.stderr
+    return res.stdout
+
+
+def test_project_markdown_puts_the_training_scripts_costliest_problem_first(cli):
+    """A benchmark full of syncs under anomaly detection (1.5-5x) and a test that syncs on every
+    step: the training script's FP32 step is the dominant bottleneck and finding #1; the
+    benchmark's and test's findings come after every finding of train.py."""
+    doc = Doc(_project_report(cli, "markdown"))
+    summary = doc.paragraphs()[0]
+    assert "The dominant bottleneck of the training code (benchmark and test scripts left out) is Precision" in summary
+    numbered = [t for t in doc.titles(4)]
+    assert numbered[0].startswith("1. SPD301")
+    where = re.findall(r"\*\*Where:\*\* `([^`:]+):", doc.text)
+    assert where[0] == "train.py"
+    last_training = max(i for i, p in enumerate(where) if p == "train.py")
+    assert all(is_auxiliary(p) for p in where[last_training + 1:]) and any(is_auxiliary(p) for p in where)
+    # the estimate is the training job's: the benchmark's anomaly detection is not in it
+    estimate = doc.tables[1]
+    assert not any("SPD702" in cell for row in estimate for cell in row)
+    assert any("SPD301" in cell for row in estimate for cell in row)
+    # must not fire: the benchmark's findings are still reported, in the classes table too
+    assert any(row[0] == "Backend and debugging leftovers" for row in doc.tables[0][1:])
+    assert doc.tables[0][1][0] == "Precision"
+
+
+def test_project_text_table_ranks_the_training_code_first(cli):
+    out = _project_report(cli, "full")
+    table = out[out.index("Ranked by expected impact"):].splitlines()[2:]
+    codes = [line.split()[1] for line in table if re.match(r"\s*(high|medium|low)\s+SPD\d{3}", line)]
+    assert codes[0] == "SPD301"
+    assert codes[-1] == "SPD702"  # only in the benchmark: after every rule with training findings
+
+
+def test_project_messages_say_where_and_figures_fit(cli):
+    out = _project_report(cli, "full")
+    block = out[out.index("train.py:41:"):]
+    assert "runs once per epoch" in block.splitlines()[0]
+    assert "paid once per epoch, not on every step" in block.splitlines()[2]
+    block = out[out.index("train.py:18:"):]
+    assert "on every evaluation batch" in block.splitlines()[0]
+    assert "low impact: slows evaluation, not the training steps" in block.splitlines()[2]
+
+
+def test_project_advice_fits_what_the_copy_feeds(cli):
+    """The evaluation's `.cpu()` feeds scikit-learn: low, and advice to batch it or compute it on
+    the device, not to accumulate on the device; the test's `assert` on a tensor decides Python
+    control flow; the benchmark's `.item()` only prints: the usual advice."""
+    rows = {(f["filename"], f["location"]["row"]): f for f in json.loads(_project_report(cli, "json"))["findings"]}
+    sk = rows[("train.py", 18)]
+    assert "`sklearn.metrics.f1_score`, which needs them on the host" in sk["message"]
+    assert "batch it" in sk["fix"]["title"] and "Accumulate on the device" not in sk["fix"]["title"]
+    decision = rows[("tests/test_step.py", 20)]
+    assert decision["fix"]["title"].startswith("The value decides Python control flow (assert)")
+    printed = rows[("benchmarks/bench_step.py", 25)]
+    assert printed["fix"]["title"].startswith("Accumulate on the device")
+
+
+# -- every message says where its code runs ---------------------------------------------------------
+PLACES = """import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+
+
+@torch.no_grad()
+def generate(model, idx, steps):
+    for _ in range(steps):
+        nxt = model(idx[:, -64:]).argmax(-1, keepdim=True)
+        idx = torch.cat((idx, nxt), dim=1)
+    return idx
+
+
+def train(model, data, optimizer, steps):
+    loader = DataLoader(data, batch_size=32, num_workers=4)
+    for x, y in loader:
+        loss = F.cross_entropy(model(x.cuda()), y.cuda())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        print(loss.item())
+"""
+
+
+def test_the_engine_adds_the_place_a_message_does_not_say():
+    from speedlint.analyzer.config import Settings
+    from speedlint.analyzer.engine import analyze_text
+    from speedlint.analyzer.registry import select_rules
+
+    settings = Settings(select=("SPD404", "SPD201", "SPD102"))
+    found = {f.code: f for f in analyze_text(PLACES, "train.py", select_rules(settings.select), settings, prelook=False).findings}
+    assert found["SPD404"].message.endswith("(runs in an evaluation or inference loop)")
+    assert runs_where(found["SPD404"]) == EVAL  # a generation loop, not the training step
+    # must not fire: a message that says where keeps its words; a loader setting has no place
+    assert found["SPD201"].message.endswith("on every training step: a host-device sync")
+    assert "(runs " not in found["SPD102"].message
+
+
+def test_a_conditional_when_is_not_a_place():
+    """SPD203's record says "per step when it runs in a step or a forward" for every finding: a
+    finding whose message says nothing does not run on every training step for that."""
+    moved = finding("SPD203", LOW, "GPU; per step when it runs in a step or a forward", "`torch.zeros(...)` is created on the CPU, then copied")
+    assert runs_where(moved) is None
+    gc = finding("SPD401", HIGH, "always; worst per sample in DataLoader workers", "`gc.collect()` runs once per epoch")
+    assert runs_where(gc) == EPOCH
+
+
+def test_markdown_says_the_added_place_once_on_the_runs_line():
+    inference = finding("SPD203", LOW, "GPU; per step when it runs in a step or a forward", "`torch.zeros(...)` is created on the CPU, then copied (runs in inference code, with gradients off)")
+    doc = Doc(check_document(RunResult(files=[FileResult("export.py", [inference], source="x\n")])))
+    assert "- **Runs:** in inference code, with gradients off." in doc.text
+    assert "then copied (runs" not in doc.text
+    assert "on every evaluation batch" not in doc.text  # the ranking's place for it, not its words

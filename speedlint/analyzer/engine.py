@@ -26,6 +26,7 @@ from speedlint.analyzer.providers.walk import indexed, visitor_methods
 from speedlint.analyzer.providers.walk import visit_batched as fast_visit_batched
 from speedlint.analyzer.findings import FileResult, Profile  # noqa: F401 - re-exported
 from speedlint.analyzer.prelook import AstFacts
+from speedlint.analyzer.providers.places import place_of, says_where, stated_when
 from speedlint.analyzer.rule import Diagnostic, Edit, Finding, Rule
 from speedlint.analyzer.sources import Source
 from speedlint.analyzer.program.link import USED_ELSEWHERE
@@ -248,6 +249,9 @@ def _finding(ctx: FileContext, rule: Rule, report, timed: bool = False) -> Tuple
         return _config_finding(ctx, rule, report), 0.0
     pos = ctx.position(report.node)
     suffix, related = _chain(ctx, report.node, rule)
+    if not suffix and not says_where(report.message) and not says_where(stated_when(report.impact.when)):
+        place = place_of(ctx, report.node)  # every message says where its code runs
+        suffix = f" (runs {place})" if place else ""
     edits: Tuple[Edit, ...] = ()
     fix = report.fix
     spent = 0.0

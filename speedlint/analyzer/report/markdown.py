@@ -39,6 +39,7 @@ OTHER = "Other"
 SCRIPT_PLACEHOLDER = "path/to/train.py"
 _MAIN_GUARD = re.compile(r"""^if\s+__name__\s*==\s*['"]__main__['"]\s*:""", re.M)
 _CHAIN_SUFFIX = re.compile(r"\s\(runs (?P<kind>[^:()]+): .*\)\s*$", re.S)
+_PLACE_SUFFIX = re.compile(r"\s\(runs (?P<place>[^:()]+)\)\s*$")
 
 
 # -- escaping --------------------------------------------------------------------------------------
@@ -250,7 +251,7 @@ def estimate_lines(findings: Sequence[Finding], rules: Dict[str, Type[Rule]]) ->
 def select_full(findings: Sequence[Finding]) -> Tuple[List[Finding], List[Finding]]:
     """(shown in full, summarised): the costliest findings, at most PER_RULE of each rule."""
     groups = ranked_by_rule(findings)
-    candidates = [(rank_key(f)[:2], rank, f.sort_key(), f) for rank, fs in enumerate(groups) for f in fs[:PER_RULE]]
+    candidates = [(rank_key(f)[:3], rank, f.sort_key(), f) for rank, fs in enumerate(groups) for f in fs[:PER_RULE]]
     chosen = [c[-1] for c in sorted(candidates, key=lambda c: c[:3])[:FULL_LIMIT]]
     picked = {id(f) for f in chosen}
     return chosen, [f for fs in groups for f in fs if id(f) not in picked]
@@ -317,6 +318,9 @@ def finding_lines(
         m = _CHAIN_SUFFIX.search(message)
         if m:
             message, hot = message[: m.start()], m["kind"]
+    local = _PLACE_SUFFIX.search(message)  # the place the engine added: said once, on the Runs line
+    if local:
+        message = message[: local.start()]
     lines = [
         f"#### {number}. {f.code} {code_span(f.name)}: {LEVEL_NAMES.get(f.impact.level, '?')} impact",
         "",
@@ -329,7 +333,9 @@ def finding_lines(
         hops = [f"{code_span(f'{p}:{n}')} {code_span(call)}" for p, n, call in f.related]
         label = f"Runs {hot} through" if hot else "Call chain"
         lines.append(f"- **{inline(label)}:** " + " → ".join(hops + [code_span(f"{f.path}:{f.line}")]))
-    if place is not None and not (f.related and hot):
+    if local and not (f.related and hot):
+        lines.append(f"- **Runs:** {inline(local['place'])}.")
+    elif place is not None and not (f.related and hot):
         lines.append(f"- **Runs:** {PLACE_WORDS[place]}.")
     if f.code in explained:
         lines.append(f"- **Why it is slow:** as for #{explained[f.code]} ({f.code}).")
@@ -460,7 +466,7 @@ def check_document(result, paths: Sequence[str] = (".",)) -> str:  # type: ignor
         rows.append([inline(title), str(len(fs)), *(str(counts[level]) for level in LEVELS), _counted(f.code for f in fs)])
     lines += table(["bottleneck", "findings", "high", "medium", "low", "rules"], rows)
     lines.append("")
-    lines += estimate_lines(findings, rules)
+    lines += estimate_lines(training, rules)  # what the training job gains
 
     full, rest = select_full(findings)
     order = {title: i for i, (title, _) in enumerate(classes)}

@@ -13,8 +13,10 @@
 * **The figure fits** (`typical_text`): a rule's typical range is written for the code it usually
   flags; once-per-epoch code whose range is per step is said to cost once per epoch, and code per
   evaluation batch whose range is training steps/s is said to slow evaluation.
-* **Training entry points** (`from_training`): findings in benchmark or test scripts (and in code
-  only they reach) are left out when the report names the project's dominant bottleneck.
+* **Training entry points** (`from_training`, `auxiliary`): findings in benchmark or test scripts
+  (and in code only they reach) are left out when the report names the project's dominant
+  bottleneck, and rank after the training code's (a benchmark's syncs cost the training job
+  nothing): a rule or a bottleneck class is ranked by its findings in the training code.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from pathlib import PurePosixPath
 from typing import Dict, List, Optional, Sequence
 
 from speedlint.analyzer.findings import Finding
+from speedlint.analyzer.providers.places import EPOCH, EVAL, PLACE_PHRASES, STEP, stated_when
 
-STEP, EVAL, EPOCH = "step", "eval", "epoch"
 #: How hot each place is (the multiplier of the impact level); a finding that does not say where
 #: it runs counts as the rule's usual place (its level was set for it).
 HEAT: Dict[Optional[str], int] = {STEP: 3, EVAL: 2, EPOCH: 1, None: 3}
@@ -36,14 +38,8 @@ PLACE_WORDS = {STEP: "on every training step", EVAL: "on every evaluation batch"
 
 _CHAIN = re.compile(r"\(runs (?P<kind>on every training step|for every sample|on every evaluation batch|once per epoch): ")
 _CHAIN_KINDS = {"on every training step": STEP, "for every sample": STEP, "on every evaluation batch": EVAL, "once per epoch": EPOCH}
-#: Phrases of `Impact.when` and messages, checked in this order (eval before step: "an evaluation
-#: step"; epoch last: "per step ... (the loader is iterated every epoch)" is a per-step cost only
-#: when the step phrases say so).
-_PHRASES = (
-    (EVAL, re.compile(r"evaluation batch|evaluation loop|evaluation only|eval(uation)?/inference|\beval loops?\b|eval throughput", re.I)),
-    (STEP, re.compile(r"training step|every step|per step|optimizer step|every sample|per sample|element of a batch|compute-bound training", re.I)),
-    (EPOCH, re.compile(r"once per epoch|every epoch|per epoch", re.I)),
-)
+#: Phrases of `Impact.when` and messages that say where code runs (`providers.places`).
+_PHRASES = PLACE_PHRASES
 _PER_STEP_FIGURE = re.compile(r"step time|steps/s|per step", re.I)
 
 #: Folders and file names of benchmark and test scripts.
@@ -85,8 +81,9 @@ def gain_of(typical: str) -> Optional[Gain]:
 
 def runs_where(f: Finding) -> Optional[str]:
     """Where the flagged code runs (STEP, EVAL, EPOCH), or None when the finding does not say."""
+    when = stated_when(f.impact.when)
     for place, pattern in _PHRASES:  # the rule's own record of the context comes first
-        if pattern.search(f.impact.when):
+        if pattern.search(when):
             return place
     m = _CHAIN.search(f.message)
     if m is not None:
@@ -102,9 +99,16 @@ def cost(f: Finding) -> int:
     return f.impact.level * HEAT[runs_where(f)]
 
 
+def auxiliary(f: Finding) -> bool:
+    """The finding sits in a benchmark or test script, or in code only such a script reaches (its
+    call chain starts there)."""
+    return is_auxiliary(f.path) or bool(f.related and is_auxiliary(str(f.related[0][0])))
+
+
 def rank_key(f: Finding) -> tuple:  # type: ignore[type-arg]
-    """The costliest first; then by level (a per-step low beats nothing), then position."""
-    return (-cost(f), -f.impact.level, f.sort_key())
+    """The training code first (a benchmark's sync costs the training job nothing); then the
+    costliest; then by level (a per-step low beats nothing), then position."""
+    return (auxiliary(f), -cost(f), -f.impact.level, f.sort_key())
 
 
 def gain_high(f: Finding) -> float:
@@ -118,8 +122,13 @@ def group_key(findings: Sequence[Finding]) -> tuple:  # type: ignore[type-arg]
     costliest finding; at equal cost, the larger typical speed-up of the findings that cost that
     much (FP32 training, 1.5-3x, before a per-step sync, 5-30%); then its summed cost (many
     per-step findings before one), then its code."""
-    top = max(cost(f) for f in findings)
-    return (-top, -max(gain_high(f) for f in findings if cost(f) == top), -sum(cost(f) for f in findings), min(f.code for f in findings))
+    training = [f for f in findings if not auxiliary(f)]
+    judged = training or list(findings)  # a group with training code is judged by it, and comes first
+    top = max(cost(f) for f in judged)
+    return (
+        not training, -top, -max(gain_high(f) for f in judged if cost(f) == top),
+        -sum(cost(f) for f in judged), min(f.code for f in findings),
+    )
 
 
 #: Short names of the places, for a table column.
@@ -156,5 +165,5 @@ def is_auxiliary(path: str) -> bool:
 def from_training(findings: Sequence[Finding]) -> List[Finding]:
     """The findings outside benchmark and test scripts (a chain that starts in one counts as in
     one); all of them when nothing else is left."""
-    kept = [f for f in findings if not is_auxiliary(f.path) and not (f.related and is_auxiliary(str(f.related[0][0])))]
+    kept = [f for f in findings if not auxiliary(f)]
     return kept or list(findings)

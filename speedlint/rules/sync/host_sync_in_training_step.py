@@ -8,6 +8,7 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 import libcst as cst
 
 from speedlint.analyzer.providers.frameworks import metric_sync
+from speedlint.analyzer.providers.host_use import DECISION, LIBRARY, HostUse, host_use
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, LOW, MEDIUM, Fix, Impact, Rule
 from speedlint.analyzer.vocabulary import COUNTER_NAME
@@ -21,6 +22,34 @@ _STATEMENTS = (cst.BaseSmallStatement, cst.BaseCompoundStatement)
 _ANOMALY = ("isnan", "isinf", "isfinite")
 _TIME = ("time.time", "time.perf_counter", "time.monotonic", "time.process_time", "datetime.datetime.now")
 ADVICE = "Accumulate on the device (`running += loss.detach()`) and read the value every N steps"
+#: When the value feeds a host-only library (per step; per evaluation batch or evaluation), or a
+#: Python decision (`providers.host_use`), and for other reads in an evaluation.
+LIBRARY_ADVICE = (
+    "{what} needs the values on the host: batch it (one copy for all of them, not one per item),"
+    " move that computation to the device (a torch equivalent), or do it every N steps"
+)
+EVAL_LIBRARY_ADVICE = (
+    "{what} needs the values on the host: batch it (keep the outputs on the device and copy them once"
+    " after the loop, `torch.cat(outputs).cpu()`), or compute it on the device"
+)
+DECISION_ADVICE = (
+    "The value decides Python control flow ({what}): make that check every N steps, or keep the"
+    " decision on the device (`torch.where`, a flag tensor read every N steps)"
+)
+EVAL_ADVICE = (
+    "Keep the values on the device (`total += loss.detach()`, `outputs.append(out)`) and read them once"
+    " after the loop"
+)
+#: Reads that are not a value read for its own sake: a shape that depends on the data, a size.
+MASK_ADVICE = (
+    "Keep the shape fixed: `torch.where(mask, x, fill)`, a multiply by the mask, or a fixed-size gather"
+    " (`index_select` on indices known on the host) instead of a data-dependent selection"
+)
+SIZE_ADVICE = "Pass a Python int: keep the size on the host (from the batch's metadata or its shape), not as a device tensor"
+POOL_ADVICE = "Pass `size=` (the number of graphs in the batch, e.g. `batch.num_graphs`, known on the host)"
+BUFFER_ADVICE = "Allocate the buffer on the device (`device=t.device`), or copy once after the loop"
+SYNCHRONIZE_ADVICE = "Remove it from the step; to time a step, use CUDA events (`torch.cuda.Event(enable_timing=True)`) read every N steps"
+EPOCH_WHEN = "GPU; once per epoch (an evaluation run once per epoch)"
 
 
 #: Comparisons that give a boolean tensor (not `is`/`in`).
@@ -68,6 +97,11 @@ class HostSyncInTrainingStep(Rule):
     never takes the branch, `update(**loss_dict)` does. Anything else passed (a name whose
     value is not known to be a Python number) counts as a possible tensor.
 
+    A whole-set evaluation run once per epoch (a function the epoch loop calls that runs under
+    `no_grad` or after `.eval()` with no loop over batches, such as a full-graph `test()`) is
+    reported with low impact, once per epoch. After a loop over evaluation batches, one copy of
+    the gathered results is what the advice asks for, and is not flagged.
+
     ## Why is this slow?
     CUDA runs asynchronously: the host queues kernels and moves on. Reading a value on the host
     makes it wait until every queued kernel has finished, so the GPU idles while the host prepares
@@ -101,6 +135,13 @@ class HostSyncInTrainingStep(Rule):
             print(f"step {step}: loss {running.item() / 100:.4f}")
             running.zero_()
     ```
+
+    The advice follows what the value is used for (the analyzer's `host_use` fact): a value
+    handed to a host-only library (numpy, scipy, scikit-learn, pandas, OpenCV ..., also through a
+    name, a list it is appended to, or a loop over it) gets "batch it, move that computation to
+    the device, or do it every N steps"; a value that decides Python control flow (`if`, `while`,
+    `assert`, `math.isfinite`) gets "check every N steps or keep the decision on the device"; an
+    evaluation's reads get "keep the values on the device and read them once after the loop".
 
     ## Fix safety
     No automatic fix (display-only): where to accumulate and how often to read depends on what
@@ -137,6 +178,7 @@ class HostSyncInTrainingStep(Rule):
         self._synced_statements: Set[cst.CSTNode] = set()
         self._synced_units: Set[Optional[cst.CSTNode]] = set()
         self._masks: Dict[Optional[cst.CSTNode], List[cst.Subscript]] = {}
+        self._epoch_candidates: Dict[cst.FunctionDef, bool] = {}
 
     @property
     def flow(self) -> Flow:
@@ -190,7 +232,7 @@ class HostSyncInTrainingStep(Rule):
             if isinstance(e.slice, cst.Slice):
                 for bound in (e.slice.lower, e.slice.upper, e.slice.step):
                     if bound is not None and self._maybe_hot(bound) and self._cheap_candidate(bound) and self.flow.is_tensor(bound):
-                        self._sync(bound, "a tensor used as a slice bound (it is converted to an int on the host)")
+                        self._sync(bound, "a tensor used as a slice bound (it is converted to an int on the host)", SIZE_ADVICE)
                         break
         if not any(isinstance(e.slice, cst.Index) and self._is_mask(e.slice.value) for e in node.slice):
             return
@@ -209,7 +251,7 @@ class HostSyncInTrainingStep(Rule):
                 isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and self._maybe_hot(node)
                 and self._cheap_candidate(node.value) and self.flow.is_tensor(node.value) and self.flow.is_cpu_buffer(target.value)
             ):
-                self._sync(target, "a device tensor written into a CPU tensor (a blocking device-to-host copy)")
+                self._sync(target, "a device tensor written into a CPU tensor (a blocking device-to-host copy)", BUFFER_ADVICE)
                 return
 
     def leave_Module(self, node: cst.Module) -> None:
@@ -221,7 +263,7 @@ class HostSyncInTrainingStep(Rule):
             if len(hot) > 1:
                 lines = sorted({self.ctx.position(s).start.line for s in hot[1:]})
                 more = f" ({len(hot) - 1} more in this function, line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))})"
-            self._sync(hot[0], "boolean-mask indexing of a tensor (it counts the mask on the host)" + more)
+            self._sync(hot[0], "boolean-mask indexing of a tensor (it counts the mask on the host)" + more, MASK_ADVICE)
 
     def _is_mask(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
         """A boolean tensor: a comparison of tensors, `~m`, `m & n`, `torch.isnan(t)` ..., or a
@@ -269,23 +311,23 @@ class HostSyncInTrainingStep(Rule):
             written = {self.ctx.qualname(w) for w in self.flow.self_writes(func) if isinstance(w, (cst.Name, cst.Attribute))}
             q = min(written & _POOLS_WITHOUT_SIZE, default="")
         if (isinstance(func, cst.Name) and func.value == "range" and q in ("range", "builtins.range")) or q in _SIZED_FACTORIES:
-            self._first_tensor([a.value for a in node.args if a.keyword is None and not a.star], f"a tensor used as a size in `{dotted(func)}()`")
+            self._first_tensor([a.value for a in node.args if a.keyword is None and not a.star], f"a tensor used as a size in `{dotted(func)}()`", SIZE_ADVICE)
         elif q in _POOLS_WITHOUT_SIZE and not any(a.keyword is not None and a.keyword.value == "size" for a in node.args):
             positional = [a for a in node.args if a.keyword is None and not a.star]
             batch = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "batch"), None)
             if batch is None and len(positional) > 1:
                 batch = positional[1].value
             if len(positional) < 3 and batch is not None and self._cheap_candidate(batch) and self.flow.is_tensor(batch):
-                self._sync(node, f"`{dotted(func)}()` without `size=` (it reads `int(batch.max()) + 1`)")
+                self._sync(node, f"`{dotted(func)}()` without `size=` (it reads `int(batch.max()) + 1`)", POOL_ADVICE)
 
-    def _first_tensor(self, values: List[cst.BaseExpression], what: str) -> None:
+    def _first_tensor(self, values: List[cst.BaseExpression], what: str, advice: Optional[str] = None) -> None:
         for value in values:
             if self._cheap_candidate(value) and self.flow.is_tensor(value):
-                self._sync(value, what)
+                self._sync(value, what, advice)
                 return
 
     def _synchronize(self, node: cst.Call) -> None:
-        self._sync(node, "`torch.cuda.synchronize()`")
+        self._sync(node, "`torch.cuda.synchronize()`", SYNCHRONIZE_ADVICE)
 
     def _method(self, node: cst.Call, func: cst.Attribute) -> None:
         method = func.attr.value
@@ -367,13 +409,22 @@ class HostSyncInTrainingStep(Rule):
         if not self.ctx.may_use_gpu:
             return False
         facts = self.ctx.torch
-        return facts.step_of(node) is not None or facts.eval_loop_of(node) is not None or facts.eval_function_of(node) is not None
+        if facts.step_of(node) is not None or facts.eval_loop_of(node) is not None or facts.eval_function_of(node) is not None:
+            return True
+        fn = facts.epoch_of(node)  # an evaluation run once per epoch (`_evaluation_per_epoch`)
+        if not isinstance(fn, cst.FunctionDef):
+            return False
+        if fn not in self._epoch_candidates:
+            self._epoch_candidates[fn] = not facts.reaches_backward(fn) and not self._cpu_only(fn)
+        return self._epoch_candidates[fn]
 
     def _cheap_candidate(self, expr: cst.BaseExpression) -> bool:
         """Expressions worth asking `is_tensor` about (literals and strings never are)."""
         return not isinstance(expr, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString, cst.Integer, cst.Float, cst.Lambda))
 
-    def _sync(self, node: cst.CSTNode, what: str) -> None:
+    def _sync(self, node: cst.CSTNode, what: str, advice: Optional[str] = None) -> None:
+        """Report a sync (`advice`: what fits this kind of read, when it is not a value read for
+        its own sake; else the advice follows what the value is used for, `_advice`)."""
         if node in self._reported or not self.ctx.may_use_gpu:
             return
         if self._tensor_branch_never_runs(node):
@@ -397,13 +448,21 @@ class HostSyncInTrainingStep(Rule):
             if unit in self._synced_units:
                 level = MEDIUM
             self._synced_units.add(unit)
+        use = host_use(self.ctx, node)
+        message = f"{what} waits for the GPU {text}: a host-device sync"
+        if use is not None and use.kind == LIBRARY:
+            message += f" (the values go to {use.what}, which needs them on the host)"
+        if level != LOW:
+            when = None
+        elif text.startswith("once per epoch"):
+            when = EPOCH_WHEN
+        else:
+            when = "GPU; once per evaluation batch"
         self.report(
             node,
-            f"{what} waits for the GPU {text}: a host-device sync",
-            fix=Fix.advice(ADVICE),
-            impact=self.impact
-            if level == HIGH
-            else self.impact.with_level(level, "GPU; once per evaluation batch" if level == LOW else None),
+            message,
+            fix=Fix.advice(advice or _advice(use, level == LOW)),
+            impact=self.impact if level == HIGH else self.impact.with_level(level, when),
         )
 
     def _tensor_branch_never_runs(self, node: cst.CSTNode) -> bool:
@@ -471,7 +530,28 @@ class HostSyncInTrainingStep(Rule):
         fn = facts.eval_function_of(node)
         if fn is not None and not self._rarely_run(node, fn):
             return LOW, "on every evaluation batch"  # a function an evaluation loop elsewhere calls
+        if self._evaluation_per_epoch(node):
+            return LOW, "once per epoch (in an evaluation)"
         return None
+
+    def _evaluation_per_epoch(self, node: cst.CSTNode) -> bool:
+        """`node` runs once per epoch in a whole-set evaluation: a function the epoch loop calls
+        that runs without backward under `no_grad` or after `.eval()`, in one go (a full-graph
+        `test()`: no loop over evaluation batches, `node` in no loop or comprehension). After a
+        loop over batches, one copy of the gathered results is the cure, not the cost."""
+        facts = self.ctx.torch
+        fn = facts.epoch_of(node)
+        if not isinstance(fn, cst.FunctionDef) or not self._epoch_candidates.get(fn):
+            return False
+        if any(isinstance(a, (cst.For, cst.While, *_COMPREHENSIONS)) for a in _ancestors_within(facts, node, fn)):
+            return False
+        if any(facts.contains(fn, loop) for loop in facts.eval_loops):
+            return False
+        evaluating = facts.grad_disabled_at(node) is not None or any(
+            isinstance(c.func, cst.Attribute) and c.func.attr.value == "eval" and not c.args and facts.is_before(c, node)
+            for c in facts.units[fn].calls
+        )
+        return evaluating and not self._rarely_run(node, fn)
 
     def _per_step(self, node: cst.CSTNode) -> bool:
         unit = self.ctx.torch.step_of(node)
@@ -663,6 +743,26 @@ class HostSyncInTrainingStep(Rule):
                 if move is not None and move.moves_to_device:
                     return True
         return False
+
+
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
+
+def _ancestors_within(facts, node: cst.CSTNode, boundary: cst.CSTNode) -> Iterator[cst.CSTNode]:  # type: ignore[no-untyped-def]
+    for a in facts.ancestors(node):
+        if a is boundary:
+            return
+        yield a
+
+
+def _advice(use: Optional[HostUse], evaluation: bool) -> str:
+    """The advice that fits what the value is used for (`providers.host_use`) and where it runs."""
+    if use is None:
+        return EVAL_ADVICE if evaluation else ADVICE
+    if use.kind == LIBRARY:
+        return (EVAL_LIBRARY_ADVICE if evaluation else LIBRARY_ADVICE).format(what=use.what)
+    assert use.kind == DECISION
+    return DECISION_ADVICE.format(what=use.what)
 
 
 def _inner_sync_chain(expr: cst.BaseExpression) -> Iterator[cst.Call]:
