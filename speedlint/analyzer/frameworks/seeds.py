@@ -342,12 +342,12 @@ def _add_trainer_cudnn(hot: Hotness, project: Callable[[int], Dict[str, Any]]) -
     if not mids:
         return
     conv_of = hot._conv_reach()
-    benchmark_on = any(m.summary.get("benchmark_on") for m in p.modules)
-    fixed_shapes = any(m.summary.get("fixed_shapes") for m in p.modules)
+    benchmark_on = hot.program_wide("benchmark_on")  # (per program: `program.scope`)
+    fixed_shapes = hot.program_wide("fixed_shapes")
     for mid in mids:
         facts = project(mid)
         if "cudnn" not in facts:
-            facts["cudnn"] = [conv_of[mid], benchmark_on, True, fixed_shapes]
+            facts["cudnn"] = [conv_of[mid], benchmark_on[mid], True, fixed_shapes[mid]]
 
 
 def _calls_named(summary: Dict[str, Any], names: Tuple[str, ...]) -> bool:

@@ -22,6 +22,8 @@ from speedlint.analyzer.loader_helpers import add_helper_seeds
 from speedlint.analyzer.program.data import add_data_seeds, moved_by_callees
 from speedlint.analyzer.program.hotness import _SKIP, Hotness
 from speedlint.analyzer.program.link import FileSeeds, Hop, Program
+from speedlint.analyzer.program.plugins import plugin_modules
+from speedlint.analyzer.program.scope import program_holds
 from speedlint.analyzer.program.schema import C_ARGS, C_FLAGS, C_HOST, C_KWS, C_LINE, C_LOOP, CONDITIONAL, DEFAULT, EPOCH, GUARDED, HANDLER
 from speedlint.analyzer.program.summary import _callee_text, _literal
 from speedlint.analyzer.vocabulary import EVAL_NAME, LOADER_NAMES
@@ -318,16 +320,18 @@ class ProgramFacts(Hotness):
                 seeds.project.setdefault("scalars", {})[str(p.local_index[fid])] = sorted(names)
         # cuDNN facts (SPD701), for the files that train or touch cudnn settings: whether the
         # program a file belongs to (it and the project modules it imports, or that import it)
-        # builds convolutions; and, project-wide, whether the autotuner is switched on anywhere
-        benchmark_on = any(m.summary.get("benchmark_on") for m in p.modules)
-        fixed_shapes = any(m.summary.get("fixed_shapes") for m in p.modules)
+        # builds convolutions; whether the autotuner is switched on, a step loop runs, inputs
+        # have fixed shapes in a program the file belongs to (`scope`: not a sibling script's)
+        benchmark_on = self.program_wide("benchmark_on")
+        fixed_shapes = self.program_wide("fixed_shapes")
         step_modules = {mid for mid, _, _ in self.step_loops}
+        trains = program_holds(self._import_deps(), [m.id in step_modules for m in p.modules])
         called = self._called_from_other_modules()
         conv_of = self._conv_reach()
         for m in p.modules:
             if m.id in step_modules or m.summary.get("cudnn_text"):
                 seeds = out.setdefault(m.shown, FileSeeds())
-                seeds.project["cudnn"] = [conv_of[m.id], benchmark_on, bool(step_modules), fixed_shapes]
+                seeds.project["cudnn"] = [conv_of[m.id], benchmark_on[m.id], trains[m.id], fixed_shapes[m.id]]
         for fid in called:
             mid = p.functions[fid][0]
             if p.modules[mid].summary.get("cudnn_text"):
@@ -462,8 +466,18 @@ class ProgramFacts(Hotness):
                     out[mid] = known
         return out
 
+    def program_wide(self, key: str) -> List[bool]:
+        """Per module: a module of a program it belongs to has the summary fact `key` (`scope`)."""
+        memo: Dict[str, List[bool]] = self.__dict__.setdefault("_program_wide", {})
+        got = memo.get(key)
+        if got is None:
+            flags = [bool(m.summary.get(key)) for m in self.p.modules]
+            got = memo[key] = program_holds(self._import_deps(), flags)
+        return got
+
     def _import_deps(self) -> List[Set[int]]:
-        """Per module: the project modules it imports (`import x`, `from x import y`, `from . import sub`)."""
+        """Per module: the project modules it imports (`import x`, `from x import y`, `from . import sub`,
+        the modules a plugin load may give: `program.plugins`)."""
         if self._deps is not None:
             return self._deps
         p = self.p
@@ -479,6 +493,8 @@ class ProgramFacts(Hotness):
                         deps[m.id].add(sub)
                 if target is not None and target != m.id:
                     deps[m.id].add(target)
+            for spec in m.summary.get("plugins") or ():
+                deps[m.id].update(plugin_modules(p, m.id, spec))
         self._deps = deps
         return deps
 
@@ -610,7 +626,10 @@ def link(files: Sequence[Tuple[str, str, Dict[str, Any]]], config_files: Sequenc
     unseen_calls = add_framework_seeds(hot, seeds, FileSeeds, config_files)
     add_inference_seeds(hot, seeds, FileSeeds, EVAL_NAME, unseen_calls)  # no_grad functions only inference reaches
     # Hugging Face and accelerate: TF32 anywhere, accelerate's repository config, argument files
-    add_hf_seeds([(m.path, m.shown, m.summary) for m in program.modules], seeds, FileSeeds, config_files)
+    add_hf_seeds(
+        [(m.path, m.shown, m.summary) for m in program.modules], seeds, FileSeeds, config_files,
+        in_program=lambda flags: program_holds(hot._import_deps(), flags),  # per entry script
+    )
     add_helper_seeds(hot, seeds, FileSeeds, LOADER_NAMES)  # loader-building helpers: the workers each call passes
     for mid, known in hot.config_defaults(config_files).items():
         m = program.modules[mid]

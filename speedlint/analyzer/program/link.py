@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
 from speedlint.analyzer.program.schema import C_ARGS, C_FLAGS, C_FUNC, C_KWS, STEP, WITH_ITEM
+from speedlint.analyzer.program.plugins import plugin_modules
 from speedlint.analyzer.program.summary import _callee_tail
 from speedlint.analyzer.records import RECORD_CALLS
 from speedlint.analyzer.vocabulary import LOADER_NAMES
@@ -649,6 +650,8 @@ class Program:
         if tag == "super" and fid is not None:
             cid = self.fn_class[fid]
             return {f"S:{cid}"} if cid is not None else set()
+        if tag == "imp":  # `importlib.import_module(args.model)`: each module it may load
+            return {f"M:{c}" for c in plugin_modules(self, mid, expr[1])}
         return set()
 
     def _attr(self, obj: str, name: str) -> Set[str]:
