@@ -477,7 +477,7 @@ class ProgramFacts(Hotness):
 
     def _import_deps(self) -> List[Set[int]]:
         """Per module: the project modules it imports (`import x`, `from x import y`, `from . import sub`,
-        the modules a plugin load may give: `program.plugins`)."""
+        `from x import *`, the modules a plugin load may give: `program.plugins`)."""
         if self._deps is not None:
             return self._deps
         p = self.p
@@ -491,6 +491,10 @@ class ProgramFacts(Hotness):
                     sub = p._find_module(m.id, f"{imp[1]}.{imp[3]}" if imp[1] else imp[3], imp[2])
                     if sub is not None and sub != m.id:
                         deps[m.id].add(sub)
+                if target is not None and target != m.id:
+                    deps[m.id].add(target)
+            for module, level in m.summary.get("star") or ():  # `from utils import *`
+                target = p._find_module(m.id, module, level)
                 if target is not None and target != m.id:
                     deps[m.id].add(target)
             for spec in m.summary.get("plugins") or ():

@@ -41,7 +41,8 @@ class CudnnAutotunerDisabled(Rule):
     set unconditionally in a training script of a convolutional network that runs on GPU, directly
     or in a seeding helper the script always calls (also one in another module). Also, once per
     training script, a convolutional network trained on GPU where `cudnn.benchmark` is never set
-    anywhere in the project, and the inputs have fixed shapes (resize/crop transforms, fixed-size
+    anywhere in the script's program (the script and the project modules it imports, directly,
+    through other modules or as plugins; a sibling script is another program), and the inputs have fixed shapes (resize/crop transforms, fixed-size
     image datasets): that finding sits on the `def` of the function holding the training loop.
 
     A Lightning `Trainer(deterministic=True)` or `Trainer(benchmark=False)` on a conv net is
@@ -134,7 +135,7 @@ class CudnnAutotunerDisabled(Rule):
         self.report(
             entry,
             "this trains a convolutional network on the GPU, and `torch.backends.cudnn.benchmark` is never "
-            "enabled anywhere in the project: cuDNN picks convolution algorithms by heuristic instead of timing them",
+            "enabled anywhere in its program (this script and the modules it imports): cuDNN picks convolution algorithms by heuristic instead of timing them",
             fix=Fix.advice("Set `torch.backends.cudnn.benchmark = True` once at start-up (input shapes fixed)"),
             impact=self.impact.with_level(MEDIUM),
         )
