@@ -9,6 +9,7 @@ from typing import List, Optional, Set
 import libcst as cst
 
 from speedlint.analyzer.providers.frameworks import TrainerRun, trainer_runs
+from speedlint.analyzer.providers.loaders import one_site
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, Fix, Impact, Rule
 
@@ -181,7 +182,7 @@ class CudnnAutotunerDisabled(Rule):
         traced = self.ctx.config_values.resolve(expr)
         if traced is None or traced.kind != "config" or not traced.config:
             return None
-        return traced.config[0] if len({(c.path, c.line) for c in traced.config}) == 1 else None
+        return one_site(traced.config, traced.options)
 
     def _constant(self, expr: cst.BaseExpression) -> Optional[bool]:
         """A literal `True`/`False`, or a module-level constant holding one; None for anything else."""
