@@ -4,8 +4,9 @@ across files, and a flow-insensitive type inference of the values that matter fo
 (instances of project classes, project functions, modules) through assignments, `self`
 attributes, parameters (from every call site) and return values. Calls resolve through them:
 `obj(...)` runs `forward` (or `__call__`), `obj.meth()` the method found along the bases,
-`Cls(...)` its `__init__`. Unresolvable calls, star imports, `importlib` and recursion end
-quietly: no guess.
+`Cls(...)` its `__init__`. A module loaded by name (`importlib.import_module("losses." + name)`,
+`import_module(args.model)`) is each module it may load (`plugins`). Unresolvable calls and
+recursion end quietly: no guess.
 
 `FileSeeds` is what a file's rules get from the whole program (made by `facts`), `Hop` one call
 site of a chain that explains a hotness.
