@@ -123,3 +123,19 @@ def test_plugin_loads_are_imports_of_the_program(tmp_path):
     facts = ProgramFacts(p)
     holds = facts.program_wide("benchmark_on")
     assert holds[ids["train.py"]] and holds[ids["models/net.py"]] and not holds[ids["example.py"]]
+
+
+def test_a_flagged_module_no_one_imports_holds_everywhere_unless_it_is_a_script():
+    deps = [{1}, set(), set()]  # 0 train -> 1 nets; 2 a module nobody imports
+    flags = [False, False, True]
+    # `data.py` with the transforms, used by a runner outside the checked code: every program's
+    assert program_holds(deps, flags, entries=[True, False, False]) == [True, True, True]
+    # a script of its own (`if __name__ == "__main__":`): its program only
+    assert program_holds(deps, flags, entries=[True, False, True]) == [False, False, True]
+
+
+def test_main_guard_marks_a_script():
+    text = 'def main():\n    pass\n\nif __name__ == "__main__":\n    main()\n'
+    assert plugin_facts(ast.parse(text), text) == {"script": True}
+    text = 'x = "__main__"\n'
+    assert plugin_facts(ast.parse(text), text) == {}

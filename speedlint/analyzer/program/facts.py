@@ -325,7 +325,7 @@ class ProgramFacts(Hotness):
         benchmark_on = self.program_wide("benchmark_on")
         fixed_shapes = self.program_wide("fixed_shapes")
         step_modules = {mid for mid, _, _ in self.step_loops}
-        trains = program_holds(self._import_deps(), [m.id in step_modules for m in p.modules])
+        trains = self.in_program([m.id in step_modules for m in p.modules])
         called = self._called_from_other_modules()
         conv_of = self._conv_reach()
         for m in p.modules:
@@ -471,9 +471,15 @@ class ProgramFacts(Hotness):
         memo: Dict[str, List[bool]] = self.__dict__.setdefault("_program_wide", {})
         got = memo.get(key)
         if got is None:
-            flags = [bool(m.summary.get(key)) for m in self.p.modules]
-            got = memo[key] = program_holds(self._import_deps(), flags)
+            got = memo[key] = self.in_program([bool(m.summary.get(key)) for m in self.p.modules])
         return got
+
+    def in_program(self, flags: List[bool]) -> List[bool]:
+        """Per module: a program it belongs to has a module `flags` marks (`scope.program_holds`;
+        entries: the scripts with a `__main__` guard and the modules with a training loop)."""
+        steps = {mid for mid, _, _ in self.step_loops}
+        entries = [bool(m.summary.get("script")) or m.id in steps for m in self.p.modules]
+        return program_holds(self._import_deps(), flags, entries)
 
     def _import_deps(self) -> List[Set[int]]:
         """Per module: the project modules it imports (`import x`, `from x import y`, `from . import sub`,
@@ -632,7 +638,7 @@ def link(files: Sequence[Tuple[str, str, Dict[str, Any]]], config_files: Sequenc
     # Hugging Face and accelerate: TF32 anywhere, accelerate's repository config, argument files
     add_hf_seeds(
         [(m.path, m.shown, m.summary) for m in program.modules], seeds, FileSeeds, config_files,
-        in_program=lambda flags: program_holds(hot._import_deps(), flags),  # per entry script
+        in_program=hot.in_program,  # per entry script
     )
     add_helper_seeds(hot, seeds, FileSeeds, LOADER_NAMES)  # loader-building helpers: the workers each call passes
     for mid, known in hot.config_defaults(config_files).items():

@@ -14,18 +14,30 @@ modules import.
 
 from __future__ import annotations
 
-from typing import List, Sequence, Set
+from typing import List, Optional, Sequence, Set
 
 
-def program_holds(deps: Sequence[Set[int]], flags: Sequence[bool]) -> List[bool]:
+def program_holds(deps: Sequence[Set[int]], flags: Sequence[bool], entries: Optional[Sequence[bool]] = None) -> List[bool]:
     """Per module: some program it belongs to holds the fact `flags` marks (module -> it sets it).
 
     `deps`: per module, the project modules it imports. A module holds the fact when it sets it,
     imports (transitively) a module that sets it, or is imported (transitively) by one of those:
-    the modules of every entry whose program contains a flagged module."""
+    the modules of every entry whose program contains a flagged module.
+
+    `entries`: per module, whether it is an entry of its own (a `__main__` guard, a training
+    loop). A flagged module that no project module imports and that is not an entry (`data.py`
+    holding the transforms, used by a runner outside the checked code) belongs to no program we
+    can see: its fact holds everywhere, as for a project of one program."""
     n = len(flags)
     if not any(flags):
         return [False] * n
+    if entries is not None:
+        imported = [False] * n
+        for targets in deps:
+            for t in targets:
+                imported[t] = True
+        if any(f and not imported[m] and not entries[m] for m, f in enumerate(flags)):
+            return [True] * n
     importers: List[List[int]] = [[] for _ in range(n)]
     for mid, targets in enumerate(deps):
         for t in targets:

@@ -11,9 +11,9 @@ records such a call as the expression `["imp", spec]`, where `spec` is
 * `"a.b.*"`: a submodule of the package `a.b` (`"a.b." + name`, `f"a.b.{name}"`);
 * `"*"`: any top-level module (`import_module(args.model)`).
 
-and, per file, `plugins` (the specs it loads, for the import graph) and `sys_path` (the folders
+and, per file, `plugins` (the specs it loads, for the import graph), `sys_path` (the folders
 it adds to `sys.path`, relative to the file's folder: `sys.path.append(os.path.join(BASE_DIR,
-"models"))` gives `"models"`). The link step (`program.plugins`) turns a spec into modules.
+"models"))` gives `"models"`) and `script` (a `__main__` guard: an entry of its own, `scope`). The link step (`program.plugins`) turns a spec into modules.
 """
 
 from __future__ import annotations
@@ -108,11 +108,23 @@ def _dotted(node: ast.AST) -> str:
     return ""
 
 
-def plugin_facts(tree: ast.AST, text: str) -> Dict[str, List[str]]:
-    """`plugins` (the specs the file loads) and `sys_path` (the folders it adds to `sys.path`,
-    relative to its own folder), when it has any."""
+def _is_script(tree: ast.AST) -> bool:
+    """A module-level `if __name__ == "__main__":`: the file is run as a program of its own."""
+    for stmt in getattr(tree, "body", ()):
+        test = stmt.test if stmt.__class__ is ast.If else None  # type: ignore[attr-defined]
+        if test.__class__ is ast.Compare and any(
+            n.__class__ is ast.Name and n.id == "__name__" for n in (test.left, *test.comparators)  # type: ignore[union-attr]
+        ):
+            return True
+    return False
+
+
+def plugin_facts(tree: ast.AST, text: str) -> Dict[str, Any]:
+    """`plugins` (the specs the file loads), `sys_path` (the folders it adds to `sys.path`,
+    relative to its own folder) and `script` (it has a `__main__` guard), when it has any."""
+    out: Dict[str, Any] = {"script": True} if "__main__" in text and _is_script(tree) else {}
     if "import_module" not in text and "__import__" not in text and "sys.path" not in text:
-        return {}
+        return out
     specs: List[str] = []
     folders: List[str] = []
     for node in ast.walk(tree):
@@ -129,7 +141,6 @@ def plugin_facts(tree: ast.AST, text: str) -> Dict[str, List[str]]:
         got = plugin_expr(node)  # type: ignore[arg-type]
         if got is not None and got[1] not in specs:
             specs.append(got[1])
-    out: Dict[str, List[str]] = {}
     if specs:
         out["plugins"] = specs
     if folders:
