@@ -129,6 +129,8 @@ class CudnnAutotunerDisabled(Rule):
             return  # set somewhere in the project: the explicit settings are judged where they are
         if not (_FIXED_SHAPES.search(self.ctx.source) or (project is not None and project[3])):
             return  # no sign of fixed input shapes (variable-length audio, aspect-ratio resizing...)
+        if project is not None and len(project) > 4 and not project[4] and not self._own_conv:
+            return  # the step runs no convolution (a head on a frozen conv backbone's features)
         first = min(facts.step_loops, key=lambda n: facts.order.get(n, 0))
         entry = facts.enclosing_function(first)
         if entry is None:
@@ -156,8 +158,9 @@ class CudnnAutotunerDisabled(Rule):
 
     @cached_property
     def _project(self) -> Optional[list]:
-        """[any conv layers, autotuner set anywhere, any training step, fixed-shape inputs] over the whole
-        program (`speedlint.analyzer.program`); None without it."""
+        """[conv layers in the program, autotuner set, a training step, fixed-shape inputs] over the
+        file's program (`speedlint.analyzer.program`), and, for a file with training-step loops,
+        whether those loops run convolutions; None without it."""
         seeds = self.ctx.seeds
         return seeds.project.get("cudnn") if seeds is not None else None
 
@@ -245,6 +248,11 @@ class CudnnAutotunerDisabled(Rule):
     def _on_gpu(self) -> bool:
         # `.to(device)` alone is not enough here: seeding snippets set cudnn flags in CPU scripts too
         return self.ctx.may_use_gpu and bool(re.search(r"cuda|[Aa]ccelerator|device_map", self.ctx.source))
+
+    @cached_property
+    def _own_conv(self) -> bool:
+        """This file builds convolutions itself (`nn.Conv2d`, `torchvision.models`...)."""
+        return any((self.ctx.qualname(c.func) or "").startswith(CONV_PREFIXES) for c in self.ctx.torch.calls)
 
     @cached_property
     def _conv_training_script(self) -> bool:
