@@ -21,7 +21,8 @@ from speedlint.analyzer.inference_seeds import add_inference_seeds
 from speedlint.analyzer.loader_helpers import add_helper_seeds
 from speedlint.analyzer.program.data import add_data_seeds, moved_by_callees
 from speedlint.analyzer.program.hotness import _SKIP, Hotness
-from speedlint.analyzer.program.link import _RETURNS_SELF, FileSeeds, Hop, Program
+from speedlint.analyzer.program.conv_steps import conv_in_steps
+from speedlint.analyzer.program.link import FileSeeds, Hop, Program
 from speedlint.analyzer.program.plugins import plugin_modules
 from speedlint.analyzer.program.scope import program_holds
 from speedlint.analyzer.program.schema import C_ARGS, C_FLAGS, C_HOST, C_KWS, C_LINE, C_LOOP, CONDITIONAL, DEFAULT, EPOCH, GUARDED, HANDLER
@@ -328,7 +329,7 @@ class ProgramFacts(Hotness):
         trains = self.in_program([m.id in step_modules for m in p.modules])
         called = self._called_from_other_modules()
         conv_of = self._conv_reach()
-        conv_steps = self._conv_in_steps()
+        conv_steps = conv_in_steps(self)
         for m in p.modules:
             if m.id in step_modules or m.summary.get("cudnn_text"):
                 seeds = out.setdefault(m.shown, FileSeeds())
@@ -535,59 +536,6 @@ class ProgramFacts(Hotness):
                 importers[t].add(mid)
         # a seeding helper in `utils.py` belongs to the scripts that import it
         return [r or any(reach[i] for i in importers[mid]) for mid, r in enumerate(reach)]
-
-    def _conv_in_steps(self, budget: int = 20000) -> Set[int]:
-        """The modules whose training-step loops run convolutions: the module's text builds them
-        (`nn.Conv2d`, `torchvision.models`), or a function the step calls (at any depth) lives in
-        a module that does. Imports alone do not count: a probe head trained on features of a
-        frozen conv backbone trains no conv net."""
-        p = self.p
-        conv = [bool(m.summary.get("conv")) for m in p.modules]
-        out: Set[int] = set()
-        for mid, fid, loop in sorted(self.step_loops, key=lambda s: (s[0], -1 if s[1] is None else s[1], s[2])):
-            if mid in out:
-                continue
-            if conv[mid]:
-                out.add(mid)
-                continue
-            body = self._body(mid, fid)
-            calls = set(self._loop_calls(body, loop))
-            if self._calls_made_in_conv_module(mid, fid, body, calls, conv):
-                out.add(mid)
-                continue
-            todo = [c for ci, c in self._edges(mid, fid) if ci in calls]
-            seen = set(todo)
-            while todo and budget > 0:
-                budget -= 1
-                cur = todo.pop()
-                if conv[p.functions[cur][0]]:
-                    out.add(mid)
-                    break
-                for edge in p.edges[cur]:
-                    if edge[1] not in seen:
-                        seen.add(edge[1])
-                        todo.append(edge[1])
-        return out
-
-    def _calls_made_in_conv_module(self, mid: int, fid: Optional[int], body: Dict[str, Any], calls: Set[int], conv: List[bool]) -> bool:
-        """A name the step calls (`model(x)`) holds what a project function or class of a module
-        building convolutions made (`model = conv_net(10).to(device)`: an `nn.Sequential` of
-        convolutions, whose forward is torch's own)."""
-        names = {c[1][1] for i, c in enumerate(body["calls"]) if i in calls and c[1] and c[1][0] == "n"}
-        env: Optional[Dict[str, Set[str]]] = None
-        for name in sorted(names):
-            for value in body["assign"].get(name, ()):
-                while value and value[0] == "c" and value[1] and value[1][0] == "a" and value[1][2] in _RETURNS_SELF:
-                    value = value[1][1]  # `conv_net(10).to(device)` is what `conv_net` made
-                if not value or value[0] != "c":
-                    continue
-                if env is None:
-                    env = self._env(mid, fid)
-                for obj in self.p.eval(mid, fid, value[1], env):
-                    kind, _, rest = obj.partition(":")
-                    if kind in ("F", "C") and conv[self.p.functions[int(rest)][0] if kind == "F" else self.p.classes[int(rest)][0]]:
-                        return True
-        return False
 
     def _module_makers(self, mid: int) -> Set[str]:
         """The callees (as written in this file: `Tacotron`, `build_model`, `models.resnet50`)
