@@ -8,6 +8,7 @@ A rule is a pure detector. It reads the tree and the shared per-file facts on `s
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
 import sys
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, Sequence, Tuple, Union
 
 import libcst as cst
+
+from speedlint.analyzer.configs.edit import value_edit
 
 # The reported types live in `findings` (no LibCST: what the cache and the reports read); rules
 # import them from here, next to `Rule` and `Fix`.
@@ -161,8 +164,11 @@ class Rule(cst.BatchableCSTVisitor):
         """Report a finding on `node`, or, with `at` (a `ConfigSite` from `ctx.config_values`),
         on the config-file line that holds the value, with `node` as the code that reads it.
         `related`: call sites in this file that make `node` hot (a helper called from
-        `__getitem__`), when the whole program gives no chain."""
+        `__getitem__`), when the whole program gives no chain. A site with `others` (the same
+        value in each candidate file of a required config option) gives one finding per file."""
         self.reports.append(Report(node, message, fix, impact or self.impact, at, related))
+        for other in getattr(at, "others", ()) if at is not None else ():
+            self.reports.append(Report(node, message, _fix_at(fix, other), impact or self.impact, other, related))
 
     # -- class-level helpers -------------------------------------------------------------
     @classmethod
@@ -201,3 +207,13 @@ class Rule(cst.BatchableCSTVisitor):
         if not cls.fixes:
             return "-"
         return "/".join(a.value for a in cls.fixes)
+
+
+def _fix_at(fix: Optional[Fix], site: Any) -> Optional[Fix]:
+    """`fix`, with its config-file edits made again at `site` (another file holding the value)."""
+    if fix is None or not fix.config_edits:
+        return fix
+    edits = [value_edit(site, e.value) for e in fix.config_edits]
+    if any(e is None for e in edits):
+        return Fix.advice(fix.title)
+    return dataclasses.replace(fix, config_edits=tuple(edits))

@@ -21,6 +21,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.context import FileContext
+from speedlint.analyzer.providers.loaders import one_site
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.inference import iter_nodes
 from speedlint.analyzer.textscan import says_autocast
@@ -424,8 +425,7 @@ def config_switch_off(ctx: FileContext, call: cst.Call) -> Any:
     value = ctx.config_values.resolve(arg.value)
     if value is None or value.kind != "config" or not value.config or value.any(bool):
         return None
-    places = {(s.path, s.line, s.col) for s in value.config}
-    return value.config[0] if len(places) == 1 else None
+    return one_site(value.config, value.options)  # (one per file for a required config option's candidates)
 
 
 def autocast_enabled(ctx: FileContext, call: cst.Call) -> bool:

@@ -24,6 +24,7 @@ import os
 import posixpath
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
+from speedlint.analyzer.configs.candidates import candidate_files
 from speedlint.analyzer.configs.sources import Layer, compose, load
 from speedlint.analyzer.configs.summary import WRAPPERS, looks_like_config
 from speedlint.analyzer.program.hotness import Hotness
@@ -57,6 +58,8 @@ class ConfigFlow:
         self._roots: Dict[Tuple[int, Optional[int]], List[Tuple[str, Set[Ref]]]] = {}
         self._shared = False
         self.load_sites: Dict[int, Tuple[int, int]] = {}  # source id -> (module, line) of its first load (SPD704)
+        self._fmt = ""  # the format of the load being resolved, and the candidate files it met
+        self._choices: List[str] = []
 
     # -- sources -----------------------------------------------------------------------------
     def _source(self, layers: List[Layer]) -> Optional[int]:
@@ -79,6 +82,10 @@ class ConfigFlow:
             return [os.path.normpath(os.path.join(here, spec[1]))]
         if kind == "abs":
             return [os.path.normpath(spec[1])]
+        if kind == "choice":  # a required config option: the project's candidate files
+            found = candidate_files(self.p.modules[mid].path, self._fmt, self.known)
+            self._choices = found
+            return found[:1]
         if kind == "cwd":
             folder = here
             for _ in range(8):  # from the script's folder up: the closest existing file
@@ -150,6 +157,22 @@ class ConfigFlow:
                     out.append((m.id, None, _argument(m.summary["module"]["calls"][call_index], name, index)))
         return out[:16]
 
+    def _load_sources(self, mid: int, fid: Optional[int], fmt: str, spec: Any, line: int) -> List[int]:
+        """The sources a load reads: one, or one per candidate file of a required config option
+        (`configs.candidates`)."""
+        self._choices = []
+        self._fmt = fmt
+        sid = self._load_source(mid, fid, fmt, spec, line)
+        choices, self._choices = self._choices, []
+        if len(choices) < 2:
+            return [sid] if sid is not None else []
+        out = [sid] if sid is not None else []
+        for path in choices[1:]:
+            more = self._load_source(mid, fid, fmt, ["abs", path], line)
+            if more is not None and more not in out:
+                out.append(more)
+        return out
+
     def _load_source(self, mid: int, fid: Optional[int], fmt: str, spec: Any, line: int, hydra: bool = False) -> Optional[int]:
         files = self._files(mid, fid, spec)
         found = [f for f in files if f in self.known]
@@ -187,9 +210,9 @@ class ConfigFlow:
         for at, target, fmt, spec, where, *kept in facts.get("loads", ()):
             if at != line:
                 continue
-            sid = self._load_source(mid, fid, fmt, spec, where)
-            if sid is not None:  # (`kept`: the key path subscripted at load time, `json.load(f)["train"]`)
-                out.append((target, {(sid, tuple(kept[0]) if kept else (), False)}))
+            sids = self._load_sources(mid, fid, fmt, spec, where)
+            if sids:  # (`kept`: the key path subscripted at load time, `json.load(f)["train"]`)
+                out.append((target, {(sid, tuple(kept[0]) if kept else (), False) for sid in sids}))
         for at, spec, name in facts.get("hydra", ()):
             if at != line or fid is None:
                 continue

@@ -19,7 +19,8 @@ line of their `def` (0: the module's top level):
 A path is `["cwd", "configs/a.yaml"]` (relative to where the script runs), `["here", "../a.yaml"]`
 (relative to this file, from `__file__`), `["abs", "/etc/a.yaml"]`, or a path that another part
 of the program gives: `["param", name, suffix]`, `["arg", dest, suffix]`, `["import", module,
-level, name, suffix]`. An access is `[root, key, key, ...]` where root is a name or `self.<attr>`.
+level, name, suffix]`; an argparse option that is required, with no default (or a positional),
+is `["choice", dest]`: one of the project's config files (`configs.candidates`). An access is `[root, key, key, ...]` where root is a name or `self.<attr>`.
 """
 
 from __future__ import annotations
@@ -153,7 +154,11 @@ class _ConfigFacts:
                 if spec is not None:
                     self.argparse[dest] = spec
                 return
-        self.argparse.setdefault(dest, None)  # no default: a path the command line must give
+        # no default: a path the command line must give; a required one (or a positional) is
+        # one of the project's config files (`configs.candidates`)
+        required = any(kw.arg == "required" and isinstance(kw.value, ast.Constant) and kw.value.value is True for kw in call.keywords)
+        positional = bool(flags) and not any(f.startswith("-") for f in flags)
+        self.argparse.setdefault(dest, ["choice", dest] if required or positional else None)
 
     # paths -----------------------------------------------------------------------------------
     def path(self, node: ast.AST, binds: Dict[str, List[ast.AST]], params: Tuple[str, ...], depth: int) -> Optional[List[Any]]:

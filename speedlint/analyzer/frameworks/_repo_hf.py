@@ -24,15 +24,21 @@ _ACCELERATE_KEYS = re.compile(r"^(distributed_type|compute_environment):", re.M)
 _LAUNCH_FILES = re.compile(r"(\.sh|\.bash|\.md|\.rst|\.txt)$|^Makefile$|^README", re.I)
 
 
-def add_seeds(summaries: Iterable[Tuple[str, str, Dict[str, Any]]], seeds: Dict[str, Any], new_seeds: Callable[[], Any], config_files: Iterable[str]) -> None:
-    """Whole-run facts for the frameworks' rules: `(path, shown, summary)` per file."""
+def add_seeds(
+    summaries: Iterable[Tuple[str, str, Dict[str, Any]]], seeds: Dict[str, Any], new_seeds: Callable[[], Any], config_files: Iterable[str],
+    in_program: Optional[Callable[[List[bool]], List[bool]]] = None,
+) -> None:
+    """Whole-run facts for the frameworks' rules: `(path, shown, summary)` per file.
+    `in_program`: per-file flags -> whether a program each file belongs to has a flagged file
+    (`program.scope`; without it, the whole run is one program)."""
     files = list(summaries)
-    if any((s.get("fw") or {}).get("tf32") for _, _, s in files):
-        for _, shown, _ in files:
-            seeds.setdefault(shown, new_seeds()).project[TF32_KEY] = True
-    if any((s.get("fw") or {}).get("reduced") for _, _, s in files):
-        for _, shown, _ in files:
-            seeds.setdefault(shown, new_seeds()).project[REDUCED_KEY] = True
+    for fact, key in (("tf32", TF32_KEY), ("reduced", REDUCED_KEY)):
+        flags = [bool((s.get("fw") or {}).get(fact)) for _, _, s in files]
+        if any(flags):
+            holds = in_program(flags) if in_program is not None else [True] * len(files)
+            for (_, shown, _), held in zip(files, holds):
+                if held:
+                    seeds.setdefault(shown, new_seeds()).project[key] = True
     configs = list(config_files)
     for path, shown, s in files:
         if (s.get("fw") or {}).get("hf_files"):

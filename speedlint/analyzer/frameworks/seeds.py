@@ -36,9 +36,11 @@ def add_framework_seeds(
     seeds: Dict[str, FileSeeds],
     new_seeds: Callable[[], FileSeeds],
     conv_reach: Callable[[], List[bool]],
+    program_wide: Callable[[str], List[bool]],
     config_files: Iterable[str] = (),
 ) -> Dict[int, List[Tuple[int, int]]]:
-    """Adds the facts above (`conv_reach()`: per module, whether a conv net is in its program); returns the calls the program's own resolution cannot see:
+    """Adds the facts above (`conv_reach()`: per module, whether a conv net is in its program;
+    `program_wide(key)`: per module, whether a module of its program has the summary fact `key`); returns the calls the program's own resolution cannot see:
     callee fid -> [(caller fid, call index)] (a callback's `pl_module.log_images(...)` runs the
     project LightningModules' `log_images`)."""
     p = hot.p
@@ -67,7 +69,7 @@ def add_framework_seeds(
                 fid = p.modules[mid].fids[c["methods"][name]]
                 table[str(p.local_index[fid])] = [kind, name, framework_runs_without_grad(bases, name)]
     _add_trainer_configs(p, config_files, project)
-    _add_trainer_cudnn(hot, project, conv_reach)
+    _add_trainer_cudnn(hot, project, conv_reach, program_wide)
     if not framework_classes:
         return extra
     _callback_calls(p, framework_classes, extra)
@@ -339,7 +341,9 @@ def _entries_named(node: Any, key: str) -> Iterable[Any]:
                     todo.append(entry.node)
 
 
-def _add_trainer_cudnn(hot: Hotness, project: Callable[[int], Dict[str, Any]], conv_reach: Callable[[], List[bool]]) -> None:
+def _add_trainer_cudnn(
+    hot: Hotness, project: Callable[[int], Dict[str, Any]], conv_reach: Callable[[], List[bool]], program_wide: Callable[[str], List[bool]]
+) -> None:
     """`cudnn` (as `Hotness.seeds` gives it to training files) for the modules that build a
     Lightning trainer: the trainer runs the steps, so the file trains."""
     p = hot.p
@@ -347,12 +351,12 @@ def _add_trainer_cudnn(hot: Hotness, project: Callable[[int], Dict[str, Any]], c
     if not mids:
         return
     conv_of = conv_reach()
-    benchmark_on = any(m.summary.get("benchmark_on") for m in p.modules)
-    fixed_shapes = any(m.summary.get("fixed_shapes") for m in p.modules)
+    benchmark_on = program_wide("benchmark_on")  # (per program: `program.scope`)
+    fixed_shapes = program_wide("fixed_shapes")
     for mid in mids:
         facts = project(mid)
         if "cudnn" not in facts:
-            facts["cudnn"] = [conv_of[mid], benchmark_on, True, fixed_shapes]
+            facts["cudnn"] = [conv_of[mid], benchmark_on[mid], True, fixed_shapes[mid]]
 
 
 def _calls_named(summary: Dict[str, Any], names: Tuple[str, ...]) -> bool:

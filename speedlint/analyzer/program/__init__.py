@@ -16,5 +16,8 @@ modules, each importing only those above it in this list:
 * `facts`: what the program tells each file (`ProgramFacts.seeds`) and `link`, which runs it all:
   summaries of every file of a run -> the seeds of each file.
 
-Unresolvable calls, star imports, `importlib` and recursion end quietly: no guess.
+Also: `summary_plugins` / `plugins` (modules loaded by name: each module the load may give) and
+`scope` (facts set somewhere in the project hold per entry script's program).
+
+Unresolvable calls and recursion end quietly: no guess.
 """

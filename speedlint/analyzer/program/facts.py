@@ -21,7 +21,10 @@ from speedlint.analyzer.inference_seeds import add_inference_seeds
 from speedlint.analyzer.loader_helpers import add_helper_seeds
 from speedlint.analyzer.program.data import add_data_seeds, moved_by_callees
 from speedlint.analyzer.program.hotness import _SKIP, Hotness
+from speedlint.analyzer.program.conv_steps import conv_in_steps
 from speedlint.analyzer.program.link import FileSeeds, Hop, Program
+from speedlint.analyzer.program.plugins import plugin_modules
+from speedlint.analyzer.program.scope import program_holds
 from speedlint.analyzer.program.schema import C_ARGS, C_FLAGS, C_HOST, C_KWS, C_LINE, C_LOOP, CONDITIONAL, DEFAULT, EPOCH, GUARDED, HANDLER
 from speedlint.analyzer.program.summary import _callee_text, _literal
 from speedlint.analyzer.vocabulary import EVAL_NAME, LOADER_NAMES
@@ -318,16 +321,22 @@ class ProgramFacts(Hotness):
                 seeds.project.setdefault("scalars", {})[str(p.local_index[fid])] = sorted(names)
         # cuDNN facts (SPD701), for the files that train or touch cudnn settings: whether the
         # program a file belongs to (it and the project modules it imports, or that import it)
-        # builds convolutions; and, project-wide, whether the autotuner is switched on anywhere
-        benchmark_on = any(m.summary.get("benchmark_on") for m in p.modules)
-        fixed_shapes = any(m.summary.get("fixed_shapes") for m in p.modules)
+        # builds convolutions; whether the autotuner is switched on, a step loop runs, inputs
+        # have fixed shapes in a program the file belongs to (`scope`: not a sibling script's)
+        benchmark_on = self.program_wide("benchmark_on")
+        fixed_shapes = self.program_wide("fixed_shapes")
         step_modules = {mid for mid, _, _ in self.step_loops}
+        trains = self.in_program([m.id in step_modules for m in p.modules])
         called = self._called_from_other_modules()
         conv_of = self._conv_reach()
+        conv_steps = conv_in_steps(self)
         for m in p.modules:
             if m.id in step_modules or m.summary.get("cudnn_text"):
                 seeds = out.setdefault(m.shown, FileSeeds())
-                seeds.project["cudnn"] = [conv_of[m.id], benchmark_on, bool(step_modules), fixed_shapes]
+                facts = [conv_of[m.id], benchmark_on[m.id], trains[m.id], fixed_shapes[m.id]]
+                if m.id in step_modules:  # (its own step loops run convolutions: the network trained is a conv net)
+                    facts.append(m.id in conv_steps)
+                seeds.project["cudnn"] = facts
         for fid in called:
             mid = p.functions[fid][0]
             if p.modules[mid].summary.get("cudnn_text"):
@@ -462,8 +471,24 @@ class ProgramFacts(Hotness):
                     out[mid] = known
         return out
 
+    def program_wide(self, key: str) -> List[bool]:
+        """Per module: a module of a program it belongs to has the summary fact `key` (`scope`)."""
+        memo: Dict[str, List[bool]] = self.__dict__.setdefault("_program_wide", {})
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = self.in_program([bool(m.summary.get(key)) for m in self.p.modules])
+        return got
+
+    def in_program(self, flags: List[bool]) -> List[bool]:
+        """Per module: a program it belongs to has a module `flags` marks (`scope.program_holds`;
+        entries: the scripts with a `__main__` guard and the modules with a training loop)."""
+        steps = {mid for mid, _, _ in self.step_loops}
+        entries = [bool(m.summary.get("script")) or m.id in steps for m in self.p.modules]
+        return program_holds(self._import_deps(), flags, entries)
+
     def _import_deps(self) -> List[Set[int]]:
-        """Per module: the project modules it imports (`import x`, `from x import y`, `from . import sub`)."""
+        """Per module: the project modules it imports (`import x`, `from x import y`, `from . import sub`,
+        `from x import *`, the modules a plugin load may give: `program.plugins`)."""
         if self._deps is not None:
             return self._deps
         p = self.p
@@ -479,6 +504,12 @@ class ProgramFacts(Hotness):
                         deps[m.id].add(sub)
                 if target is not None and target != m.id:
                     deps[m.id].add(target)
+            for module, level in m.summary.get("star") or ():  # `from utils import *`
+                target = p._find_module(m.id, module, level)
+                if target is not None and target != m.id:
+                    deps[m.id].add(target)
+            for spec in m.summary.get("plugins") or ():
+                deps[m.id].update(plugin_modules(p, m.id, spec))
         self._deps = deps
         return deps
 
@@ -607,10 +638,13 @@ def link(files: Sequence[Tuple[str, str, Dict[str, Any]]], config_files: Sequenc
     hot = ProgramFacts(program)
     seeds = hot.seeds()
     add_data_seeds(hot, seeds, FileSeeds, config_files)
-    unseen_calls = add_framework_seeds(hot, seeds, FileSeeds, hot._conv_reach, config_files)
+    unseen_calls = add_framework_seeds(hot, seeds, FileSeeds, hot._conv_reach, hot.program_wide, config_files)
     add_inference_seeds(hot, seeds, FileSeeds, EVAL_NAME, unseen_calls)  # no_grad functions only inference reaches
     # Hugging Face and accelerate: TF32 anywhere, accelerate's repository config, argument files
-    add_hf_seeds([(m.path, m.shown, m.summary) for m in program.modules], seeds, FileSeeds, config_files)
+    add_hf_seeds(
+        [(m.path, m.shown, m.summary) for m in program.modules], seeds, FileSeeds, config_files,
+        in_program=hot.in_program,  # per entry script
+    )
     add_helper_seeds(hot, seeds, FileSeeds, LOADER_NAMES)  # loader-building helpers: the workers each call passes
     for mid, known in hot.config_defaults(config_files).items():
         m = program.modules[mid]

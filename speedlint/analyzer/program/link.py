@@ -4,8 +4,9 @@ across files, and a flow-insensitive type inference of the values that matter fo
 (instances of project classes, project functions, modules) through assignments, `self`
 attributes, parameters (from every call site) and return values. Calls resolve through them:
 `obj(...)` runs `forward` (or `__call__`), `obj.meth()` the method found along the bases,
-`Cls(...)` its `__init__`. Unresolvable calls, star imports, `importlib` and recursion end
-quietly: no guess.
+`Cls(...)` its `__init__`. A module loaded by name (`importlib.import_module("losses." + name)`,
+`import_module(args.model)`) is each module it may load (`plugins`). Unresolvable calls and
+recursion end quietly: no guess.
 
 `FileSeeds` is what a file's rules get from the whole program (made by `facts`), `Hop` one call
 site of a chain that explains a hotness.
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
 from speedlint.analyzer.program.schema import C_ARGS, C_FLAGS, C_FUNC, C_KWS, STEP, WITH_ITEM
+from speedlint.analyzer.program.plugins import plugin_modules
 from speedlint.analyzer.program.summary import _callee_tail
 from speedlint.analyzer.records import RECORD_CALLS
 from speedlint.analyzer.vocabulary import LOADER_NAMES
@@ -649,6 +651,8 @@ class Program:
         if tag == "super" and fid is not None:
             cid = self.fn_class[fid]
             return {f"S:{cid}"} if cid is not None else set()
+        if tag == "imp":  # `importlib.import_module(args.model)`: each module it may load
+            return {f"M:{c}" for c in plugin_modules(self, mid, expr[1])}
         return set()
 
     def _attr(self, obj: str, name: str) -> Set[str]:

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from speedlint.analyzer.configs.summary import config_summary, walk
 from speedlint.analyzer.program.loader_summary import loader_summary
+from speedlint.analyzer.program.summary_plugins import plugin_expr, plugin_facts
 from speedlint.analyzer.frameworks.hf_facts import summary_facts
 from speedlint.analyzer.settings_use import settings_summary
 from speedlint.analyzer.program.schema import (
@@ -88,6 +89,10 @@ def _expr(node: Optional[ast.AST], depth: int = 0) -> Any:
         func = node.func  # type: ignore[attr-defined]
         if isinstance(func, ast.Name) and func.id == "super":
             return ["super"]
+        if func.__class__ is not ast.Name or func.id in ("import_module", "__import__"):  # type: ignore[attr-defined]
+            plugin = plugin_expr(node)  # type: ignore[arg-type]  # a module loaded by name
+            if plugin is not None:
+                return plugin
         f = _expr(func, depth + 1)
         if f is None:
             return None
@@ -940,6 +945,7 @@ def summarize(text: str, tree: Optional[ast.Module] = None, shared: Optional[Dic
     summary["benchmark_on"] = summary["cudnn_text"] and bool(_BENCHMARK_ON.search(text))
     summary["fixed_shapes"] = any(w in text for w in _FIXED_SHAPE_HINTS) and bool(_FIXED_SHAPES.search(text))
     _data_facts(summary, text, tree)
+    summary.update(plugin_facts(tree, text))  # modules loaded by name, `sys.path` folders
     fw = summary_facts(text)  # frameworks: TF32 switched on, accelerate used
     if fw:
         summary["fw"] = fw

@@ -53,6 +53,9 @@ class ConfigSite:
     value: Any
     kind: str  # yaml | json | toml | ini
     name: str = ""  # how the code names it (`data.num_workers`, with the layer's mount point)
+    #: the same value written in other files the code may read instead (the candidates of a
+    #: required config option, `configs.candidates`): one finding each (`Rule.report`)
+    others: Tuple["ConfigSite", ...] = ()
 
     @property
     def editable(self) -> bool:
@@ -215,6 +218,8 @@ class ConfigLookup:
             elif found.status == "unknown":
                 unknown = True
             # "node": a mapping or list: not a scalar value
+        if found_values and missing:
+            return None  # set in some of the files the code may read, not in the others
         if found_values:
             return Value(tuple(found_values), expr, "config", True, tuple(sites))
         if unknown or not missing:

@@ -30,8 +30,9 @@ the `FileContext` (`loader_facts(ctx)`).
 from __future__ import annotations
 
 import ast
+import dataclasses
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -206,8 +207,24 @@ def config_site(kw: KwArg) -> Any:
     value = kw.value
     if value is None or value.kind != "config" or not value.config:
         return None
-    places = {(s.path, s.line, s.col) for s in value.config}
-    return value.config[0] if len(places) == 1 else None
+    return one_site(value.config, value.options)
+
+
+def one_site(sites: Sequence[Any], options: Sequence[Any]) -> Any:
+    """The one place of `sites`, or, for one value written once in each of several files (the
+    candidates of a required config option), the first with the others (`ConfigSite.others`);
+    None for anything else."""
+    places = {(s.path, s.line, s.col) for s in sites}
+    if len(places) == 1:
+        return sites[0]
+    if len(options) != 1 or len({s.path for s in sites}) != len(places):
+        return None
+    seen, others = {(sites[0].path, sites[0].line, sites[0].col)}, []
+    for s in sites[1:]:
+        if (s.path, s.line, s.col) not in seen:
+            seen.add((s.path, s.line, s.col))
+            others.append(s)
+    return dataclasses.replace(sites[0], others=tuple(others))
 
 
 def code_site(kw: KwArg, call: cst.Call) -> cst.CSTNode:

@@ -9,6 +9,7 @@ from typing import List, Optional, Set
 import libcst as cst
 
 from speedlint.analyzer.providers.frameworks import TrainerRun, trainer_runs
+from speedlint.analyzer.providers.loaders import one_site
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, Fix, Impact, Rule
 
@@ -41,7 +42,8 @@ class CudnnAutotunerDisabled(Rule):
     set unconditionally in a training script of a convolutional network that runs on GPU, directly
     or in a seeding helper the script always calls (also one in another module). Also, once per
     training script, a convolutional network trained on GPU where `cudnn.benchmark` is never set
-    anywhere in the project, and the inputs have fixed shapes (resize/crop transforms, fixed-size
+    anywhere in the script's program (the script and the project modules it imports, directly,
+    through other modules or as plugins; a sibling script is another program), and the inputs have fixed shapes (resize/crop transforms, fixed-size
     image datasets): that finding sits on the `def` of the function holding the training loop.
 
     A Lightning `Trainer(deterministic=True)` or `Trainer(benchmark=False)` on a conv net is
@@ -127,6 +129,8 @@ class CudnnAutotunerDisabled(Rule):
             return  # set somewhere in the project: the explicit settings are judged where they are
         if not (_FIXED_SHAPES.search(self.ctx.source) or (project is not None and project[3])):
             return  # no sign of fixed input shapes (variable-length audio, aspect-ratio resizing...)
+        if project is not None and len(project) > 4 and not project[4] and not self._own_conv:
+            return  # the step runs no convolution (a head on a frozen conv backbone's features)
         first = min(facts.step_loops, key=lambda n: facts.order.get(n, 0))
         entry = facts.enclosing_function(first)
         if entry is None:
@@ -134,7 +138,7 @@ class CudnnAutotunerDisabled(Rule):
         self.report(
             entry,
             "this trains a convolutional network on the GPU, and `torch.backends.cudnn.benchmark` is never "
-            "enabled anywhere in the project: cuDNN picks convolution algorithms by heuristic instead of timing them",
+            "enabled anywhere in its program (this script and the modules it imports): cuDNN picks convolution algorithms by heuristic instead of timing them",
             fix=Fix.advice("Set `torch.backends.cudnn.benchmark = True` once at start-up (input shapes fixed)"),
             impact=self.impact.with_level(MEDIUM),
         )
@@ -154,8 +158,9 @@ class CudnnAutotunerDisabled(Rule):
 
     @cached_property
     def _project(self) -> Optional[list]:
-        """[any conv layers, autotuner set anywhere, any training step, fixed-shape inputs] over the whole
-        program (`speedlint.analyzer.program`); None without it."""
+        """[conv layers in the program, autotuner set, a training step, fixed-shape inputs] over the
+        file's program (`speedlint.analyzer.program`), and, for a file with training-step loops,
+        whether those loops run convolutions; None without it."""
         seeds = self.ctx.seeds
         return seeds.project.get("cudnn") if seeds is not None else None
 
@@ -180,7 +185,7 @@ class CudnnAutotunerDisabled(Rule):
         traced = self.ctx.config_values.resolve(expr)
         if traced is None or traced.kind != "config" or not traced.config:
             return None
-        return traced.config[0] if len({(c.path, c.line) for c in traced.config}) == 1 else None
+        return one_site(traced.config, traced.options)
 
     def _constant(self, expr: cst.BaseExpression) -> Optional[bool]:
         """A literal `True`/`False`, or a module-level constant holding one; None for anything else."""
@@ -243,6 +248,11 @@ class CudnnAutotunerDisabled(Rule):
     def _on_gpu(self) -> bool:
         # `.to(device)` alone is not enough here: seeding snippets set cudnn flags in CPU scripts too
         return self.ctx.may_use_gpu and bool(re.search(r"cuda|[Aa]ccelerator|device_map", self.ctx.source))
+
+    @cached_property
+    def _own_conv(self) -> bool:
+        """This file builds convolutions itself (`nn.Conv2d`, `torchvision.models`...)."""
+        return any((self.ctx.qualname(c.func) or "").startswith(CONV_PREFIXES) for c in self.ctx.torch.calls)
 
     @cached_property
     def _conv_training_script(self) -> bool:

@@ -22,7 +22,8 @@ class Fp32MatmulPrecisionHighest(Rule):
     Flags a training run in FP32 on a GPU (no autocast, no framework mixed precision, weights not
     loaded in float16/bfloat16) where TF32 matmuls are never switched on: no
     `torch.set_float32_matmul_precision("high")`, no `torch.backends.cuda.matmul.allow_tf32 = True`,
-    no Hugging Face `TrainingArguments(tf32=True)` anywhere in the project. The finding sits on
+    no Hugging Face `TrainingArguments(tf32=True)` anywhere in the script's program (it and the
+    project modules it imports; a sibling script that sets it is another program). The finding sits on
     the `def` of the training entry function (the function that runs the training loops, or that
     configures the framework's run).
 
