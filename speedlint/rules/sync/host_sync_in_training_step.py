@@ -8,6 +8,7 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 import libcst as cst
 
 from speedlint.analyzer.providers.frameworks import metric_sync
+from speedlint.analyzer.providers.intervals import Branches, branches, is_modulo, predicate_of
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, LOW, MEDIUM, Fix, Impact, Rule
 from speedlint.analyzer.vocabulary import COUNTER_NAME
@@ -519,6 +520,8 @@ class HostSyncInTrainingStep(Rule):
                 return True
             if isinstance(a, cst.If) and child is a.body and (self._rare_condition(a.test, a) or self._never_true(a.test)):
                 return True
+            if isinstance(a, (cst.If, cst.IfExp)) and child is a.orelse and self._branches(a.test)[1]:
+                return True  # the `else` of `if step % N != 0:`: one step in N
             if isinstance(a, cst.IfExp) and child is a.body and self._rare_condition(a.test, None):
                 return True
             if isinstance(a, cst.BooleanOperation) and child is a.right and self._rare_condition(a.left, None):
@@ -534,6 +537,16 @@ class HostSyncInTrainingStep(Rule):
         site in the program leaves to its `False` default (or a false constant): the branch
         never runs. Not for command-line options or config values, which the user sets at run
         time."""
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and _is_none(test.comparisons[0].comparator):
+            # `if batch is not None:` where every caller leaves `batch` to its None default
+            op = test.comparisons[0].operator
+            if isinstance(op, cst.IsNot) and isinstance(test.left, (cst.Name, cst.Attribute)):
+                value = self.ctx.values.resolve(test.left)
+                return (
+                    value is not None and value.certain and value.kind in ("literal", "constant", "default", "attribute")
+                    and bool(value.options) and value.all(lambda o: o is None)
+                )
+            return False
         if not isinstance(test, (cst.Name, cst.Attribute)):
             return False
         value = self.ctx.values.resolve(test)
@@ -562,7 +575,12 @@ class HostSyncInTrainingStep(Rule):
             facts.is_optimizer_step(c) for c in _calls_in(if_node.body)
         ):
             return False  # the gradient-accumulation boundary: runs once per optimizer step
+        found = branches(test, self._predicate)
+        if found is not None and found[1 if negated else 0]:
+            return True  # `if step % N == 0:`; `if step % N != 0: continue` before it; `should_log(step)`
         for sub in _walk(test):
+            if found is not None and (is_modulo(sub) or (isinstance(sub, cst.Call) and self._predicate(sub) is not None)):
+                continue  # an interval term, decided above (`if step % N != 0:` runs on most steps)
             if isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Modulo):
                 return True
             if isinstance(sub, cst.Call):
@@ -607,6 +625,19 @@ class HostSyncInTrainingStep(Rule):
             if not negated and isinstance(sub, (cst.Call, cst.Comparison)) and self.flow.is_tensor(sub):
                 return True  # an anomaly check on a tensor: the body is the exception
         return False
+
+    def _predicate(self, call: cst.Call) -> Optional[Branches]:
+        """A same-file helper whose whole body returns an interval test (`def should_log(i):
+        return i % 10 == 0`): what a branch on its result runs."""
+        for fn in self.ctx.torch.resolve_call(call):
+            found = predicate_of(fn)
+            if found is not None:
+                return found
+        return None
+
+    def _branches(self, test: cst.BaseExpression) -> Branches:
+        found = branches(test, self._predicate)
+        return found if found is not None else (False, False)
 
     def _counter(self, expr: cst.BaseExpression) -> bool:
         """A value that changes every step: a loop counter, a `+= 1` step count, `global_step`."""
@@ -677,6 +708,10 @@ def _inner_sync_chain(expr: cst.BaseExpression) -> Iterator[cst.Call]:
             expr = expr.value
             continue
         return
+
+
+def _is_none(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"
 
 
 def _wandb_run_log(func: cst.BaseExpression) -> bool:
