@@ -9,7 +9,7 @@ i % 10 == 0`) guards the branches of its callers the same way, whatever its name
 from __future__ import annotations
 
 import ast
-from typing import Dict, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 #: (the body runs now and then, the `else` runs now and then)
 Branches = Tuple[bool, bool]
@@ -56,13 +56,26 @@ def branches(test: ast.AST, predicates: Mapping[str, Branches]) -> Optional[Bran
         name = _callee_name(test.func)  # type: ignore[attr-defined]
         return predicates.get(name) if name is not None else None
     if kind is ast.BoolOp:
-        parts = [branches(v, predicates) for v in test.values]  # type: ignore[attr-defined]
-        if all(p is None for p in parts):
-            return None
-        known = [p if p is not None else (False, False) for p in parts]
-        if test.op.__class__ is ast.And:  # type: ignore[attr-defined]
+        return combine([branches(v, predicates) for v in test.values], test.op.__class__ is ast.And)  # type: ignore[attr-defined]
+    return None
+
+
+def combine(parts: List[Optional[Branches]], conjunction: bool) -> Optional[Branches]:
+    """`a and b` / `a or b` from its operands' branches. An operand that is no interval term
+    (`global_step == 1`, `rank == 0`) may hold now and then or always: the result is known only
+    when the known operands decide it (`step % N == 0 and ...` runs now and then; `step % N != 0
+    or ...` on most steps); else None (other signals decide)."""
+    known = [p for p in parts if p is not None]
+    if not known:
+        return None
+    if len(known) == len(parts):
+        if conjunction:
             return any(p[0] for p in known), all(p[1] for p in known)
         return all(p[0] for p in known), any(p[1] for p in known)
+    if conjunction and any(p[0] for p in known):
+        return (True, False)
+    if not conjunction and any(p[1] for p in known):
+        return (False, True)
     return None
 
 

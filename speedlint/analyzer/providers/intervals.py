@@ -13,6 +13,8 @@ from typing import Callable, Optional, Tuple
 
 import libcst as cst
 
+from speedlint.analyzer.program.summary_guards import combine
+
 #: (the body runs now and then, the `else` runs now and then)
 Branches = Tuple[bool, bool]
 Predicate = Callable[[cst.Call], Optional[Branches]]
@@ -54,13 +56,7 @@ def branches(test: cst.BaseExpression, predicate: Optional[Predicate] = None) ->
     if isinstance(test, cst.Call):
         return predicate(test) if predicate is not None else None
     if isinstance(test, cst.BooleanOperation):
-        parts = [branches(test.left, predicate), branches(test.right, predicate)]
-        if all(p is None for p in parts):
-            return None
-        known = [p if p is not None else (False, False) for p in parts]
-        if isinstance(test.operator, cst.And):
-            return any(p[0] for p in known), all(p[1] for p in known)
-        return all(p[0] for p in known), any(p[1] for p in known)
+        return combine([branches(test.left, predicate), branches(test.right, predicate)], isinstance(test.operator, cst.And))
     return None
 
 
