@@ -286,7 +286,56 @@ class HostSyncInTrainingStep(Rule):
                 return
 
     def _synchronize(self, node: cst.Call) -> None:
+        fn = self.ctx.torch.enclosing_function(node)
+        sites = self._wrapper_sites(fn, node) if fn is not None else []
+        if sites:
+            # a helper that only synchronizes (`def sync(device): torch.cuda.synchronize(device)`):
+            # each call that runs it per step is a sync of its own, removed where it is called
+            for call in sites:
+                self._sync(call, f"`{dotted(call.func) or 'helper'}()` (it calls `torch.cuda.synchronize()`)")
+            return
         self._sync(node, "`torch.cuda.synchronize()`")
+
+    def _wrapper_sites(self, fn: cst.FunctionDef, sync: cst.Call) -> List[cst.Call]:
+        """The same-file calls of `fn` that run on every step or evaluation batch, when `fn` does
+        nothing but synchronize (a device test, a clock read may come with it), leaving out the
+        calls whose device argument is the CPU where the sync sits under `if device.type ==
+        "cuda":`."""
+        facts = self.ctx.torch
+        info = facts.units.get(fn)
+        if info is None or len(info.calls) > 4:
+            return []
+        for call in info.calls:
+            q = self.ctx.qualname(call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+            if call is not sync and q not in _TIME and q != "torch.cuda.is_available":
+                return []
+        guard = self._device_guard(fn, sync)
+        sites = []
+        for call in self.flow.callers(fn):
+            if self._context(call) is None:
+                continue
+            if guard is not None:
+                arg = _argument(call, fn, guard)
+                if arg is not None and self.flow.device_kind(arg) == CPU:
+                    continue  # `sync(loss_device)` with `loss_device = torch.device("cpu")`: no sync
+            sites.append(call)
+        return sites
+
+    def _device_guard(self, fn: cst.FunctionDef, sync: cst.Call) -> Optional[str]:
+        """The parameter `p` of `if p.type == "cuda":` around the sync, if any."""
+        params = {p.name.value for p in fn.params.params}
+        for a in self.ctx.torch.ancestors(sync):
+            if a is fn:
+                break
+            if isinstance(a, cst.If) and isinstance(a.test, cst.Comparison) and len(a.test.comparisons) == 1:
+                left, comp = a.test.left, a.test.comparisons[0]
+                if (
+                    isinstance(comp.operator, cst.Equal) and isinstance(left, cst.Attribute) and left.attr.value == "type"
+                    and isinstance(left.value, cst.Name) and left.value.value in params
+                    and isinstance(comp.comparator, cst.SimpleString) and comp.comparator.evaluated_value == "cuda"
+                ):
+                    return left.value.value
+        return None
 
     def _method(self, node: cst.Call, func: cst.Attribute) -> None:
         method = func.attr.value
@@ -708,6 +757,21 @@ def _inner_sync_chain(expr: cst.BaseExpression) -> Iterator[cst.Call]:
             expr = expr.value
             continue
         return
+
+
+def _argument(call: cst.Call, fn: cst.FunctionDef, name: str) -> Optional[cst.BaseExpression]:
+    """What `call` passes to parameter `name` of `fn` (None: left to its default, or unknown)."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    names = [p.name.value for p in fn.params.params]
+    if names and names[0] == "self":
+        names = names[1:]
+    positional = [a for a in call.args if a.keyword is None]
+    if name in names and any(a.star for a in positional[: names.index(name) + 1]):
+        return None
+    k = names.index(name) if name in names else -1
+    return positional[k].value if 0 <= k < len(positional) else None
 
 
 def _is_none(expr: cst.BaseExpression) -> bool:
