@@ -7,6 +7,7 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
+from speedlint.analyzer.providers.feedback import feeds_next_iteration
 from speedlint.analyzer.providers.frameworks import metric_sync
 from speedlint.analyzer.providers.intervals import Branches, branches, is_modulo, predicate_of
 from speedlint.analyzer.providers.names import dotted
@@ -20,6 +21,7 @@ _LOGGER = re.compile(r"log", re.I)
 _RARE_NAME = re.compile(r"should_|(^|_)(log_now|is_log|do_log|log_step|is_logging_step|print_now|do_print)", re.I)
 _STATEMENTS = (cst.BaseSmallStatement, cst.BaseCompoundStatement)
 _ANOMALY = ("isnan", "isinf", "isfinite")
+_BUILTINS = frozenset({"min", "max", "sum", "abs", "round", "float", "int", "bool", "str", "len", "list", "tuple", "dict", "sorted", "print"})
 _TIME = ("time.time", "time.perf_counter", "time.monotonic", "time.process_time", "datetime.datetime.now")
 ADVICE = "Accumulate on the device (`running += loss.detach()`) and read the value every N steps"
 
@@ -429,7 +431,7 @@ class HostSyncInTrainingStep(Rule):
         if self._tensor_branch_never_runs(node):
             return
         where = self._context(node)
-        if where is None:
+        if where is None or self._feeds_next_iteration(node):
             return
         level, text = where
         self._reported.add(node)
@@ -455,6 +457,38 @@ class HostSyncInTrainingStep(Rule):
             if level == HIGH
             else self.impact.with_level(level, "GPU; once per evaluation batch" if level == LOW else None),
         )
+
+    def _feeds_next_iteration(self, node: cst.CSTNode) -> bool:
+        """The value read becomes the loop's next input (an action handed to an environment
+        whose observation the next forward reads): a sync nothing can avoid
+        (`providers.feedback`)."""
+        facts = self.ctx.torch
+        loop = facts.step_of(node)
+        if not isinstance(loop, (cst.For, cst.While)):
+            loop = facts.eval_loop_of(node)
+        if loop is None:
+            return False
+        return feeds_next_iteration(
+            node, loop,
+            lambda n: next((a for a in facts.ancestors(n) if isinstance(a, cst.BaseSmallStatement)), None),
+            self._library_call, self._input_call,
+        )
+
+    def _library_call(self, call: cst.Call) -> bool:
+        """A call that is neither torch's nor a builtin (an environment's `step`, a simulator)."""
+        func = call.func
+        if isinstance(func, cst.Name) and func.value in _BUILTINS:
+            return False
+        q = self.ctx.qualname(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+        return not (q or "").startswith("torch")
+
+    def _input_call(self, call: cst.Call) -> bool:
+        """A call that makes model input of its arguments: a torch call, a model or its method."""
+        func = call.func
+        q = self.ctx.qualname(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+        if (q or "").startswith("torch."):
+            return True
+        return self.flow.is_model(func) or (isinstance(func, cst.Attribute) and self.flow.is_model(func.value))
 
     def _tensor_branch_never_runs(self, node: cst.CSTNode) -> bool:
         """`if isinstance(v, torch.Tensor): v = v.item()` in a helper (a metric logger's
