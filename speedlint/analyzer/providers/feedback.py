@@ -125,7 +125,14 @@ def feeds_next_iteration(
         carried = carried | _targets(later)
     if not through:
         return False
-    return any(_fed_to_call(s, carried, is_input) for s in stmts[:at])
+    # read earlier in the loop before the iteration binds it anew (the loop's own target, an
+    # assignment above the read): the value of the previous iteration
+    rebound = set(_uses(loop.target)) if isinstance(loop, cst.For) else set()
+    for earlier in stmts[:at]:
+        if _fed_to_call(earlier, carried - rebound, is_input):
+            return True
+        rebound |= _targets(earlier)
+    return False
 
 
 def _names_in(read: cst.CSTNode) -> Set[str]:
