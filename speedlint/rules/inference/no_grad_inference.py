@@ -37,7 +37,11 @@ class NoGradInference(Rule):
     `infer`, code after `model.eval()`, a helper that an evaluation loop in another module calls on
     every batch, a `no_grad` function that only inference code calls anywhere in the project:
     the sampling loop of a generative model, an image-logging method a callback runs every N
-    steps), where `torch.inference_mode()` does the same job faster.
+    steps, an evaluation run every N steps from inside the training loop: `model.eval()` then a
+    `no_grad` block in a branch an interval guard takes now and then), where
+    `torch.inference_mode()` does the same job faster. An evaluation function is one that puts a
+    model in eval mode and runs it without autograd, never with a backward, whatever its name
+    (`estimate_loss`).
 
     It stays silent where `inference_mode` would break training: `no_grad` inside a model's
     `forward` or a training step (frozen feature extractors, a teacher in distillation, a target

@@ -55,7 +55,19 @@ class HostSyncInTrainingStep(Rule):
     `pbar.set_postfix(loss=t)`), also through same-file helpers called
     from the step. Reads behind `if step % log_every == 0` (or any branch that is not taken every
     step: counter equality, time-based logging, anomaly handlers, `except` blocks) are not flagged;
-    reads in an evaluation loop are reported with low impact.
+    reads in an evaluation loop are reported with low impact. Interval guards are read by what
+    they test: the body of `if step % N != 0:` (or `if step % N:`) runs on most steps and is
+    flagged, its `else` and the code after `if step % N != 0: continue` run one step in N; a
+    same-file helper whose whole body returns such a test (`def should_log(i): return i % 10 ==
+    0`) guards its callers' branches whatever its name; `if batch is not None:` is dead when every
+    caller leaves `batch` to its `None` default. An evaluation run every N steps from inside the
+    training loop is an evaluation loop (low), not the training step.
+
+    A helper that only synchronizes (`def sync(device): if device.type == "cuda":
+    torch.cuda.synchronize(device)`) is reported at each same-file call that runs it per step
+    (the call is what to remove), leaving out the calls that pass a CPU device. A read whose value
+    becomes the loop's next input (an agent's action handed to a CPU environment whose observation
+    the next forward reads) is the loop's own data dependence: nothing can be done, not flagged.
 
     A metric object updated per step counts when the library reads a value on the host inside
     its update: a torchmetrics `MeanMetric`/`SumMetric`/`MaxMetric`/`MinMetric`/`CatMetric` with its
