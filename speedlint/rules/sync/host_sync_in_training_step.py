@@ -362,7 +362,7 @@ class HostSyncInTrainingStep(Rule):
             if not forced or not info.is_tensor(receiver):
                 return  # `.numpy()` fails on a device tensor unless `force=True`: host data
         elif method == "tolist":
-            if node.args or not info.is_tensor(receiver):
+            if node.args or not info.is_tensor(receiver) or info.is_host_value(receiver):
                 return
         elif method == "item":
             if node.args or info.is_host_value(receiver) or self._host_batch(receiver):
