@@ -626,6 +626,7 @@ class _Summarizer:
                 found = branches(sub.test, self._predicates)  # type: ignore[attr-defined]
                 push(g | (GUARDED if (found[0] if found is not None else _is_interval_test(walk(sub.test))) else 0))  # type: ignore[attr-defined]
                 push(sub.orelse)  # type: ignore[attr-defined]
+                push(g | (GUARDED if found is not None and found[1] else 0))  # (the else of `x if i % N else y`)
                 continue
             elif kind is ast.BoolOp:  # the other operands (short-circuited: may not run), the first
                 values = sub.values  # type: ignore[attr-defined]
