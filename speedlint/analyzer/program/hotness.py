@@ -265,11 +265,14 @@ class Hotness:
                     steps |= set(self._loop_calls(body, l2))
             calls -= steps
         shown = self.p.modules[mid].shown
+        skip = _SKIP[kind]
+        if kind == EVAL and body["loops"][loop].get("guarded", 0) & GUARDED:
+            skip &= ~GUARDED  # an evaluation run every N steps: the guard is around it, not in it
         for i, callee in self._edges(mid, fid):
             if i not in calls:
                 continue
             call = body["calls"][i]
-            if call[C_FLAGS] & _SKIP[kind]:  # guarded, in an exception handler, or another mode's branch
+            if call[C_FLAGS] & skip:  # guarded, in an exception handler, or another mode's branch
                 continue
             if call[C_FLAGS] & ONE_ITERATION and call[C_LOOP] == loop and kind in (STEP, EVAL):
                 continue  # `if i == len(loader) - 1:` in the step loop: once per epoch

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from speedlint.analyzer.configs.summary import config_summary, walk
 from speedlint.analyzer.program.loader_summary import loader_summary
+from speedlint.analyzer.program.summary_guards import branches, interval_predicates, skips_rest
 from speedlint.analyzer.program.summary_plugins import plugin_expr, plugin_facts
 from speedlint.analyzer.frameworks.hf_facts import summary_facts
 from speedlint.analyzer.settings_use import settings_summary
@@ -322,6 +323,7 @@ class _Summarizer:
         self.star: List[List[Any]] = []  # `from m import *`: [module, level]
         self.loop_count = 0
         self.module = self._new_function("<module>", None, [], 0, [])
+        self._predicates = interval_predicates(tree)  # `def should_log(i): return i % 10 == 0`
         self._loop_nodes: List[ast.AST] = []
         self._fn_nodes: List[ast.AST] = []
         #: command-line options this module declares: destination -> default(s)
@@ -395,6 +397,8 @@ class _Summarizer:
         visit = self._VISIT
         for stmt in body:
             visit.get(stmt.__class__, _Summarizer._other)(self, stmt, fn, cls, loop, guarded, handler, grad_off)
+            if stmt.__class__ is ast.If and skips_rest(stmt, self._predicates):
+                guarded |= GUARDED  # after `if step % N != 0: continue`
 
     def _def(self, node: Any, fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
         self._bound_name(fn, node.name)
@@ -453,12 +457,13 @@ class _Summarizer:
             return
         # `if step % N == 0:` runs its body now and then; its `else` runs nearly every time
         nodes = walk(test)
-        g = guarded | (GUARDED if _is_interval_test(nodes) else 0)
+        found = branches(test, self._predicates)  # `!= 0` / `% N` / a predicate helper: summary_guards
+        g = guarded | (GUARDED if (found[0] if found is not None else _is_interval_test(nodes)) else 0)
         if loop >= 0 and _compares_counter(nodes, fn["loops"][loop].get("counter")):
             g |= ONE_ITERATION
         optional = 0 if _always_taken(nodes) else CONDITIONAL
         self._block(node.body, fn, cls, loop, g | optional, handler, grad_off)
-        self._block(node.orelse, fn, cls, loop, guarded | optional, handler, grad_off)
+        self._block(node.orelse, fn, cls, loop, guarded | optional | (GUARDED if found is not None and found[1] else 0), handler, grad_off)
 
     def _with(self, node: Any, fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
         off = grad_off
@@ -623,8 +628,10 @@ class _Summarizer:
                 push(sub.test)  # type: ignore[attr-defined]
                 push(g)
                 push(sub.body)  # type: ignore[attr-defined]
-                push(g | (GUARDED if _is_interval_test(walk(sub.test)) else 0))  # type: ignore[attr-defined]
+                found = branches(sub.test, self._predicates)  # type: ignore[attr-defined]
+                push(g | (GUARDED if (found[0] if found is not None else _is_interval_test(walk(sub.test))) else 0))  # type: ignore[attr-defined]
                 push(sub.orelse)  # type: ignore[attr-defined]
+                push(g | (GUARDED if found is not None and found[1] else 0))  # (the else of `x if i % N else y`)
                 continue
             elif kind is ast.BoolOp:  # the other operands (short-circuited: may not run), the first
                 values = sub.values  # type: ignore[attr-defined]

@@ -1099,7 +1099,17 @@ class Flow:
             return self.is_host_array(expr.value, depth + 1)
         if isinstance(expr, cst.Name):
             reaching = self.reaching(expr)
-            return bool(reaching) and all(r.kind == "assign" and self.is_host_array(self.value_at(r), depth + 1) for r in reaching)
+            return bool(reaching) and all(self._host_binding(r, depth + 1) for r in reaching)
+        return False
+
+    def _host_binding(self, b: Binding, depth: int) -> bool:
+        """A binding that leaves its name on the host: an assignment of a host array, or an
+        in-place update (`boxes /= scale`) of a name that was one (it stays where it is)."""
+        if b.kind == "assign":
+            return self.is_host_array(self.value_at(b), depth)
+        site = b.site
+        if b.kind == "augassign" and isinstance(site, cst.AugAssign) and isinstance(site.target, cst.Name):
+            return self.is_host_array(site.target, depth)
         return False
 
     def _host_torch_call(self, call: cst.Call, q: Optional[str], depth: int) -> bool:

@@ -742,7 +742,18 @@ class TorchFacts:
         return self._function_in(node, self.sample_functions)
 
     def is_eval_function(self, fn: cst.FunctionDef) -> bool:
-        return bool(EVAL_NAME.search(fn.name.value)) and not self.reaches_backward(fn)
+        """An evaluation by name (`evaluate`, `validate` ...) or by what it does, whatever its
+        name (`estimate_loss`): it puts a model in eval mode and runs under `no_grad` /
+        `inference_mode` (decorated, or a `with` block of its own); never with a backward."""
+        if self.reaches_backward(fn):
+            return False
+        if EVAL_NAME.search(fn.name.value):
+            return True
+        info = self.units.get(fn)
+        calls = info.calls if info is not None else []
+        if not any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "eval" and not c.args for c in calls):
+            return False
+        return any(self.is_grad_off(d.decorator) for d in fn.decorators) or any(self.is_grad_off(c) for c in calls)
 
     def grad_disabled_at(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
         """The `with no_grad()/inference_mode()` or decorated function that covers `node`."""

@@ -9,6 +9,7 @@ from typing import List, Optional, Tuple
 import libcst as cst
 
 from speedlint.analyzer.providers.frameworks import framework_hook
+from speedlint.analyzer.providers.intervals import branches
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.training import INFERENCE_VERB
 from speedlint.analyzer.rule import LOW, SAFE, UNSAFE, Fix, Impact, Rule
@@ -36,7 +37,11 @@ class NoGradInference(Rule):
     `infer`, code after `model.eval()`, a helper that an evaluation loop in another module calls on
     every batch, a `no_grad` function that only inference code calls anywhere in the project:
     the sampling loop of a generative model, an image-logging method a callback runs every N
-    steps), where `torch.inference_mode()` does the same job faster.
+    steps, an evaluation run every N steps from inside the training loop: `model.eval()` then a
+    `no_grad` block in a branch an interval guard takes now and then), where
+    `torch.inference_mode()` does the same job faster. An evaluation function is one that puts a
+    model in eval mode and runs it without autograd, never with a backward, whatever its name
+    (`estimate_loss`).
 
     It stays silent where `inference_mode` would break training: `no_grad` inside a model's
     `forward` or a training step (frozen feature extractors, a teacher in distillation, a target
@@ -138,6 +143,8 @@ class NoGradInference(Rule):
         # evaluation: allowed when nothing but host values leaves the block (checked below)
         periodic_eval = fn is not None and facts.is_eval_function(fn)
         training = self._training_context(node, fn)
+        periodic_block = training and not periodic_eval and self._periodic_eval_block(node)
+        periodic_eval = periodic_eval or periodic_block
         if (training and not periodic_eval) or self._has_backward(node.body):
             return
         if updates_parameters(self.ctx, node.body) or not self.models.runs_forward(node.body):
@@ -149,6 +156,9 @@ class NoGradInference(Rule):
         if escapes.reach_autograd and self._scope_trains(fn):
             return  # tensors from this block stay in a function that trains: they may reach autograd
         where = self._eval_context(node, fn)
+        if where is None and periodic_block:
+            loops = any(isinstance(n, (cst.For, cst.While)) for n in iter_nodes(node.body))
+            where = f"{'around an evaluation loop' if loops else 'in evaluation code'} run every N steps inside the training loop"
         if where is None:
             # a no_grad block in an epoch loop (between the training steps): only when nothing
             # but numbers leaves it, that is an evaluation by construction
@@ -238,6 +248,31 @@ class NoGradInference(Rule):
             if cls is not None and f.name.value in ("training_step", "compute_loss", "train_step"):
                 return True
             f = facts.enclosing_function(f)
+        return False
+
+    def _periodic_eval_block(self, node: cst.With) -> bool:
+        """`if step % eval_every == 0: model.eval(); with torch.no_grad(): ...` inside the step
+        loop: an evaluation run now and then (the model put in eval mode just before the block,
+        in a branch an interval guard takes now and then), not the training step."""
+        facts = self.ctx.torch
+        child: cst.CSTNode = node
+        eval_before = False
+        for a in facts.ancestors(node):
+            if isinstance(a, cst.IndentedBlock) and not eval_before:
+                for stmt in a.body:
+                    if stmt is child:
+                        break
+                    eval_before = eval_before or any(
+                        isinstance(c.func, cst.Attribute) and c.func.attr.value == "eval" and not c.args
+                        for c in iter_nodes(stmt) if isinstance(c, cst.Call)
+                    )
+            if isinstance(a, cst.If) and eval_before:
+                found = branches(a.test)
+                if found is not None and (found[0] if child is a.body else found[1]):
+                    return True
+            if isinstance(a, (cst.For, cst.While, cst.FunctionDef)):
+                return False
+            child = a
         return False
 
     def _has_backward(self, root: cst.CSTNode) -> bool:

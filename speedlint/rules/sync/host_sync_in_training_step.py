@@ -7,8 +7,10 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
+from speedlint.analyzer.providers.feedback import feeds_next_iteration
 from speedlint.analyzer.providers.frameworks import metric_sync
 from speedlint.analyzer.providers.host_use import DECISION, LIBRARY, HostUse, host_use
+from speedlint.analyzer.providers.intervals import Branches, branches, is_modulo, predicate_of
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, LOW, MEDIUM, Fix, Impact, Rule
 from speedlint.analyzer.vocabulary import COUNTER_NAME
@@ -20,6 +22,7 @@ _LOGGER = re.compile(r"log", re.I)
 _RARE_NAME = re.compile(r"should_|(^|_)(log_now|is_log|do_log|log_step|is_logging_step|print_now|do_print)", re.I)
 _STATEMENTS = (cst.BaseSmallStatement, cst.BaseCompoundStatement)
 _ANOMALY = ("isnan", "isinf", "isfinite")
+_BUILTINS = frozenset({"min", "max", "sum", "abs", "round", "float", "int", "bool", "str", "len", "list", "tuple", "dict", "sorted", "print"})
 _TIME = ("time.time", "time.perf_counter", "time.monotonic", "time.process_time", "datetime.datetime.now")
 ADVICE = "Accumulate on the device (`running += loss.detach()`) and read the value every N steps"
 #: When the value feeds a host-only library (per step; per evaluation batch or evaluation), or a
@@ -81,7 +84,19 @@ class HostSyncInTrainingStep(Rule):
     `pbar.set_postfix(loss=t)`), also through same-file helpers called
     from the step. Reads behind `if step % log_every == 0` (or any branch that is not taken every
     step: counter equality, time-based logging, anomaly handlers, `except` blocks) are not flagged;
-    reads in an evaluation loop are reported with low impact.
+    reads in an evaluation loop are reported with low impact. Interval guards are read by what
+    they test: the body of `if step % N != 0:` (or `if step % N:`) runs on most steps and is
+    flagged, its `else` and the code after `if step % N != 0: continue` run one step in N; a
+    same-file helper whose whole body returns such a test (`def should_log(i): return i % 10 ==
+    0`) guards its callers' branches whatever its name; `if batch is not None:` is dead when every
+    caller leaves `batch` to its `None` default. An evaluation run every N steps from inside the
+    training loop is an evaluation loop (low), not the training step.
+
+    A helper that only synchronizes (`def sync(device): if device.type == "cuda":
+    torch.cuda.synchronize(device)`) is reported at each same-file call that runs it per step
+    (the call is what to remove), leaving out the calls that pass a CPU device. A read whose value
+    becomes the loop's next input (an agent's action handed to a CPU environment whose observation
+    the next forward reads) is the loop's own data dependence: nothing can be done, not flagged.
 
     A metric object updated per step counts when the library reads a value on the host inside
     its update: a torchmetrics `MeanMetric`/`SumMetric`/`MaxMetric`/`MinMetric`/`CatMetric` with its
@@ -327,7 +342,56 @@ class HostSyncInTrainingStep(Rule):
                 return
 
     def _synchronize(self, node: cst.Call) -> None:
+        fn = self.ctx.torch.enclosing_function(node)
+        sites = self._wrapper_sites(fn, node) if fn is not None else []
+        if sites:
+            # a helper that only synchronizes (`def sync(device): torch.cuda.synchronize(device)`):
+            # each call that runs it per step is a sync of its own, removed where it is called
+            for call in sites:
+                self._sync(call, f"`{dotted(call.func) or 'helper'}()` (it calls `torch.cuda.synchronize()`)", SYNCHRONIZE_ADVICE)
+            return
         self._sync(node, "`torch.cuda.synchronize()`", SYNCHRONIZE_ADVICE)
+
+    def _wrapper_sites(self, fn: cst.FunctionDef, sync: cst.Call) -> List[cst.Call]:
+        """The same-file calls of `fn` that run on every step or evaluation batch, when `fn` does
+        nothing but synchronize (a device test, a clock read may come with it), leaving out the
+        calls whose device argument is the CPU where the sync sits under `if device.type ==
+        "cuda":`."""
+        facts = self.ctx.torch
+        info = facts.units.get(fn)
+        if info is None or len(info.calls) > 4:
+            return []
+        for call in info.calls:
+            q = self.ctx.qualname(call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+            if call is not sync and q not in _TIME and q != "torch.cuda.is_available":
+                return []
+        guard = self._device_guard(fn, sync)
+        sites = []
+        for call in self.flow.callers(fn):
+            if self._context(call) is None:
+                continue
+            if guard is not None:
+                arg = _argument(call, fn, guard)
+                if arg is not None and self.flow.device_kind(arg) == CPU:
+                    continue  # `sync(loss_device)` with `loss_device = torch.device("cpu")`: no sync
+            sites.append(call)
+        return sites
+
+    def _device_guard(self, fn: cst.FunctionDef, sync: cst.Call) -> Optional[str]:
+        """The parameter `p` of `if p.type == "cuda":` around the sync, if any."""
+        params = {p.name.value for p in fn.params.params}
+        for a in self.ctx.torch.ancestors(sync):
+            if a is fn:
+                break
+            if isinstance(a, cst.If) and isinstance(a.test, cst.Comparison) and len(a.test.comparisons) == 1:
+                left, comp = a.test.left, a.test.comparisons[0]
+                if (
+                    isinstance(comp.operator, cst.Equal) and isinstance(left, cst.Attribute) and left.attr.value == "type"
+                    and isinstance(left.value, cst.Name) and left.value.value in params
+                    and isinstance(comp.comparator, cst.SimpleString) and comp.comparator.evaluated_value == "cuda"
+                ):
+                    return left.value.value
+        return None
 
     def _method(self, node: cst.Call, func: cst.Attribute) -> None:
         method = func.attr.value
@@ -340,7 +404,7 @@ class HostSyncInTrainingStep(Rule):
             if not forced or not info.is_tensor(receiver):
                 return  # `.numpy()` fails on a device tensor unless `force=True`: host data
         elif method == "tolist":
-            if node.args or not info.is_tensor(receiver):
+            if node.args or not info.is_tensor(receiver) or info.is_host_value(receiver):
                 return
         elif method == "item":
             if node.args or info.is_host_value(receiver) or self._host_batch(receiver):
@@ -430,7 +494,7 @@ class HostSyncInTrainingStep(Rule):
         if self._tensor_branch_never_runs(node):
             return
         where = self._context(node)
-        if where is None:
+        if where is None or self._feeds_next_iteration(node):
             return
         level, text = where
         self._reported.add(node)
@@ -464,6 +528,38 @@ class HostSyncInTrainingStep(Rule):
             fix=Fix.advice(advice or _advice(use, level == LOW)),
             impact=self.impact if level == HIGH else self.impact.with_level(level, when),
         )
+
+    def _feeds_next_iteration(self, node: cst.CSTNode) -> bool:
+        """The value read becomes the loop's next input (an action handed to an environment
+        whose observation the next forward reads): a sync nothing can avoid
+        (`providers.feedback`)."""
+        facts = self.ctx.torch
+        loop = facts.step_of(node)
+        if not isinstance(loop, (cst.For, cst.While)):
+            loop = facts.eval_loop_of(node)
+        if loop is None:
+            return False
+        return feeds_next_iteration(
+            node, loop,
+            lambda n: next((a for a in facts.ancestors(n) if isinstance(a, cst.BaseSmallStatement)), None),
+            self._library_call, self._input_call,
+        )
+
+    def _library_call(self, call: cst.Call) -> bool:
+        """A call that is neither torch's nor a builtin (an environment's `step`, a simulator)."""
+        func = call.func
+        if isinstance(func, cst.Name) and func.value in _BUILTINS:
+            return False
+        q = self.ctx.qualname(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+        return not (q or "").startswith("torch")
+
+    def _input_call(self, call: cst.Call) -> bool:
+        """A call that makes model input of its arguments: a torch call, a model or its method."""
+        func = call.func
+        q = self.ctx.qualname(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+        if (q or "").startswith("torch."):
+            return True
+        return self.flow.is_model(func) or (isinstance(func, cst.Attribute) and self.flow.is_model(func.value))
 
     def _tensor_branch_never_runs(self, node: cst.CSTNode) -> bool:
         """`if isinstance(v, torch.Tensor): v = v.item()` in a helper (a metric logger's
@@ -599,6 +695,8 @@ class HostSyncInTrainingStep(Rule):
                 return True
             if isinstance(a, cst.If) and child is a.body and (self._rare_condition(a.test, a) or self._never_true(a.test)):
                 return True
+            if isinstance(a, (cst.If, cst.IfExp)) and child is a.orelse and self._branches(a.test)[1]:
+                return True  # the `else` of `if step % N != 0:`: one step in N
             if isinstance(a, cst.IfExp) and child is a.body and self._rare_condition(a.test, None):
                 return True
             if isinstance(a, cst.BooleanOperation) and child is a.right and self._rare_condition(a.left, None):
@@ -614,6 +712,16 @@ class HostSyncInTrainingStep(Rule):
         site in the program leaves to its `False` default (or a false constant): the branch
         never runs. Not for command-line options or config values, which the user sets at run
         time."""
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and _is_none(test.comparisons[0].comparator):
+            # `if batch is not None:` where every caller leaves `batch` to its None default
+            op = test.comparisons[0].operator
+            if isinstance(op, cst.IsNot) and isinstance(test.left, (cst.Name, cst.Attribute)):
+                value = self.ctx.values.resolve(test.left)
+                return (
+                    value is not None and value.certain and value.kind in ("literal", "constant", "default", "attribute")
+                    and bool(value.options) and value.all(lambda o: o is None)
+                )
+            return False
         if not isinstance(test, (cst.Name, cst.Attribute)):
             return False
         value = self.ctx.values.resolve(test)
@@ -642,7 +750,12 @@ class HostSyncInTrainingStep(Rule):
             facts.is_optimizer_step(c) for c in _calls_in(if_node.body)
         ):
             return False  # the gradient-accumulation boundary: runs once per optimizer step
+        found = branches(test, self._predicate)
+        if found is not None and found[1 if negated else 0]:
+            return True  # `if step % N == 0:`; `if step % N != 0: continue` before it; `should_log(step)`
         for sub in _walk(test):
+            if found is not None and (is_modulo(sub) or (isinstance(sub, cst.Call) and self._predicate(sub) is not None)):
+                continue  # an interval term, decided above (`if step % N != 0:` runs on most steps)
             if isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Modulo):
                 return True
             if isinstance(sub, cst.Call):
@@ -687,6 +800,19 @@ class HostSyncInTrainingStep(Rule):
             if not negated and isinstance(sub, (cst.Call, cst.Comparison)) and self.flow.is_tensor(sub):
                 return True  # an anomaly check on a tensor: the body is the exception
         return False
+
+    def _predicate(self, call: cst.Call) -> Optional[Branches]:
+        """A same-file helper whose whole body returns an interval test (`def should_log(i):
+        return i % 10 == 0`): what a branch on its result runs."""
+        for fn in self.ctx.torch.resolve_call(call):
+            found = predicate_of(fn)
+            if found is not None:
+                return found
+        return None
+
+    def _branches(self, test: cst.BaseExpression) -> Branches:
+        found = branches(test, self._predicate)
+        return found if found is not None else (False, False)
 
     def _counter(self, expr: cst.BaseExpression) -> bool:
         """A value that changes every step: a loop counter, a `+= 1` step count, `global_step`."""
@@ -777,6 +903,25 @@ def _inner_sync_chain(expr: cst.BaseExpression) -> Iterator[cst.Call]:
             expr = expr.value
             continue
         return
+
+
+def _argument(call: cst.Call, fn: cst.FunctionDef, name: str) -> Optional[cst.BaseExpression]:
+    """What `call` passes to parameter `name` of `fn` (None: left to its default, or unknown)."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    names = [p.name.value for p in fn.params.params]
+    if names and names[0] == "self":
+        names = names[1:]
+    positional = [a for a in call.args if a.keyword is None]
+    if name in names and any(a.star for a in positional[: names.index(name) + 1]):
+        return None
+    k = names.index(name) if name in names else -1
+    return positional[k].value if 0 <= k < len(positional) else None
+
+
+def _is_none(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"
 
 
 def _wandb_run_log(func: cst.BaseExpression) -> bool:
