@@ -78,6 +78,7 @@ class StepPlan:
     #: the first forward/loss statement (what the rewrite wraps first): where SPD301 reports
     anchor: Optional[cst.CSTNode] = None
     opt_in: Optional[str] = None  # autocast only behind this option, off by default
+    opt_in_value: Any = None  # its traced value (where its default is written)
     config_site: Any = None  # autocast switched off by this config-file value
     remote: bool = False  # a distributed-autograd step: the forward runs on other processes
 
@@ -108,6 +109,7 @@ def plan(ctx: FileContext) -> Dict[Loop, StepPlan]:
             continue
         cov = step_coverage(ctx, loop, backwards)
         p.covered, p.disabled_autocast, p.opt_in, p.config_site = cov.covered, cov.disabled, cov.opt_in, cov.config_site
+        p.opt_in_value = cov.opt_in_value
         if p.config_site is not None:
             p.reason = "AMP is there, switched off in the config file"
             p.anchor = _forward_anchor(ctx, loop, loop.body)  # the code side of the finding

@@ -367,10 +367,12 @@ class ProgramFacts(Hotness):
         # command-line option defaults declared in another module of the same program
         # (`main.py` parses, `exp/trainer.py` reads `self.args.use_amp`), for the files with seeds
         options_of = self._program_options()
+        component, members = self._components() if any(options_of) else ([], [])
         for m in p.modules:
             seeds = out.get(m.shown)
             if seeds is not None and options_of[m.id]:
                 seeds.project["options"] = options_of[m.id]
+                seeds.project["option_sites"] = self._option_sites(options_of[m.id], members[component[m.id]])
         return out
 
     def _program_options(self) -> List[Dict[str, Any]]:
@@ -395,6 +397,18 @@ class ProgramFacts(Hotness):
         for m in p.modules:
             own = m.summary.get("options") or {}
             out.append({d: v for d, v in switches[component[m.id]].items() if d not in own})
+        return out
+
+    def _option_sites(self, options: Dict[str, Any], mids: List[int]) -> Dict[str, List[Any]]:
+        """Where each option of `options` (declared in another module of the program, one of
+        `mids`) is written: option -> [path, line], the [config-source] line of its default."""
+        p = self.p
+        out: Dict[str, List[Any]] = {}
+        for cur in mids:
+            lines = p.modules[cur].summary.get("option_lines") or {}
+            for dest in options:
+                if dest in lines and dest not in out:
+                    out[dest] = [p.modules[cur].path, lines[dest]]
         return out
 
     def _components(self) -> Tuple[List[int], List[List[int]]]:

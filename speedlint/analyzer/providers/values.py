@@ -62,6 +62,9 @@ class Value:
     config: Tuple[Any, ...] = ()
     #: a framework knob's place (`frameworks.Knob`) when the value comes through one (`self.hparams`)
     knob: Any = None
+    #: where the default is written in another module of the program (path, line): an option
+    #: declared there (`default_sites` reports its [config-source] line)
+    source: Any = None
 
     def all(self, pred: Callable[[Any], bool]) -> bool:
         return all(_safe(pred, o) for o in self.options)
@@ -121,6 +124,8 @@ class _Index(cst.CSTVisitor):
         self.updates: Dict[Tuple[Scope, str], List[cst.Call]] = {}
         self.argparse: Dict[str, List[cst.Call]] = {}
         self.self_attrs: Dict[Tuple[Optional[cst.ClassDef], str], List[cst.BaseExpression]] = {}
+        #: `args.x = ...` / `self.args.x = ...`: (the namespace as written, attribute) -> values written
+        self.attr_writes: Dict[Tuple[str, str], List[Any]] = {}
         self.returns: Dict[cst.FunctionDef, List[Optional[cst.BaseExpression]]] = {}
 
     def _scope(self, node: cst.CSTNode) -> Scope:
@@ -150,6 +155,10 @@ class _Index(cst.CSTVisitor):
         elif isinstance(target, cst.Attribute) and dotted(target.value) == "self":
             cls = self.facts.enclosing_class(at)
             self.self_attrs.setdefault((cls, target.attr.value), []).append(value)
+        elif isinstance(target, cst.Attribute):
+            base = dotted(target.value)
+            if base is not None:
+                self.attr_writes.setdefault((base, target.attr.value), []).append(value)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for t in node.targets:
@@ -628,6 +637,19 @@ class ValueTracer:
         return Value(options, origin, "default")
 
     def _resolve_attribute(self, expr: cst.Attribute, depth: int) -> Optional[Value]:
+        """An attribute's value; a namespace field the code also assigns (`args = tyro.cli(Args)`
+        then `args.deterministic = False`) may hold what is written as well as its default."""
+        got = self._attribute_default(expr, depth)
+        base = dotted(expr.value)
+        writes = self.index.attr_writes.get((base, expr.attr.value)) if base is not None and base != "self" else None
+        if got is None or not writes:
+            return got
+        written = self._combine(writes, depth, got.kind)
+        if written is None:
+            return None
+        return Value(_merge(got.options, written.options), got.origin, got.kind, got.certain and written.certain, got.config + written.config)
+
+    def _attribute_default(self, expr: cst.Attribute, depth: int) -> Optional[Value]:
         attr = expr.attr.value
         base = dotted(expr.value)
         if base is None:
@@ -656,7 +678,8 @@ class ValueTracer:
         project = seeds.project.get("options") if seeds is not None else None
         if project and isinstance(project.get(attr), bool) and _reads_options(base):
             # (on/off flags only: a number's meaning depends on code this file cannot see)
-            return Value((project[attr],), None, "argparse")
+            site = (seeds.project.get("option_sites") or {}).get(attr)  # type: ignore[union-attr]  (path, line)
+            return Value((project[attr],), None, "argparse", source=(*site, attr) if site else None)
         # a yacs-style config's key (`config.DATA.NUM_WORKERS`, `_C.DATA.NUM_WORKERS = 8`)
         defaults = seeds.project.get("config_defaults") if seeds is not None and attr.isupper() else None
         if defaults:

@@ -8,6 +8,7 @@ from typing import List, Optional, Set
 
 import libcst as cst
 
+from speedlint.analyzer.providers.default_sites import default_site, report_default
 from speedlint.analyzer.providers.frameworks import TrainerRun, trainer_runs
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, Fix, Impact, Rule
@@ -210,15 +211,14 @@ class CudnnAutotunerDisabled(Rule):
             return
         if not self._unconditional(node, set()):
             return
-        self.report(
-            node,
-            at=site,
-            message=f"{message} in a conv-net training script",
-            fix=Fix.advice(
-                "Use `torch.backends.cudnn.benchmark = True` (and `deterministic = False`) unless bitwise "
-                "reproducibility is required; put determinism behind a `--deterministic` flag"
-            ),
+        fix = Fix.advice(
+            "Use `torch.backends.cudnn.benchmark = True` (and `deterministic = False`) unless bitwise "
+            "reproducibility is required; put determinism behind a `--deterministic` flag"
         )
+        self.report(node, at=site, message=f"{message} in a conv-net training script", fix=fix)
+        if site is None:  # an option's or config field's default decides it: that line too
+            default = default_site(self.ctx, self.ctx.config_values.resolve(node.value))
+            report_default(self, default, f"{message} in a conv-net training script", node, fix=fix)
 
     def _unconditional(self, node: cst.CSTNode, seen: Set[cst.FunctionDef]) -> bool:
         """Runs whenever the script runs: no `if` guard here, nor at every call site of its helper."""

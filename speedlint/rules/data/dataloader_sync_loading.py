@@ -11,6 +11,7 @@ from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, LOW, MEDIUM, UNSAFE, Fix
 from speedlint.analyzer.configs.edit import value_edit
 from speedlint.analyzer.providers.anchors import keyword_anchor
 from speedlint.analyzer.providers.loaders import code_site as _code_site, CONFIG_WORKERS, LOADER_TRIGGERS, config_site, is_dataloader, loader_facts, may_build_loader, workers_text
+from speedlint.analyzer.providers.default_sites import default_site, report_default
 
 
 class DataLoaderSyncLoading(Rule):
@@ -165,6 +166,8 @@ class DataLoaderSyncLoading(Rule):
             self.report(_code_site(workers, node), message, fix=fix, at=site)
             return
         reason = loader_plan.reason
+        default = default_site(self.ctx, workers.value)  # an option's or config field's default decides it
+        report_default(self, default, message, node, fix=Fix.advice("Make the default 2 or more (from the CPU count)"))
         if reason:
             self.report(keyword_anchor(workers, node), f"{message} (not rewritten: {reason})", fix=Fix.advice(f"Set `num_workers` from the CPU count by hand: {reason}"))
             return

@@ -13,6 +13,7 @@ from speedlint.analyzer.configs.edit import value_edit
 from speedlint.analyzer.providers.worker_counts import cpu_count_workers
 from speedlint.analyzer.providers.anchors import keyword_anchor
 from speedlint.analyzer.providers.loaders import code_site as _code_site, LOADER_TRIGGERS, config_site, is_dataloader, kwarg, loader_facts, loader_kind, may_build_loader
+from speedlint.analyzer.providers.default_sites import default_site, report_default
 
 
 class DataLoaderWorkersRespawned(Rule):
@@ -128,6 +129,8 @@ class DataLoaderWorkersRespawned(Rule):
         if not persistent.missing:
             message = message.replace("is not set", "is false")
         self.report(keyword_anchor(persistent, node), message, fix=self._fix(node, workers, persistent) or Fix.advice("Set `persistent_workers=True` (workers > 0)"))
+        # an option's or config field's default decides it: that line too
+        report_default(self, default_site(ctx, persistent.value), message, node, fix=Fix.advice("Make the default true (workers > 0)"))
 
     def _rebuilt_where_iterated(self, call: cst.Call) -> bool:
         """Every loop of this file over the loader is in the epoch loop that builds it anew."""

@@ -11,6 +11,7 @@ from speedlint.analyzer.fixes import keywords_edit
 from speedlint.analyzer.frameworks._knobs_hf import FP32
 from speedlint.analyzer.frameworks.hf_accelerate import precision_knob
 from speedlint.analyzer.frameworks.lightning import mixed_spelling
+from speedlint.analyzer.providers.default_sites import default_site, report_default
 from speedlint.analyzer.providers.frameworks import TrainerConfig, TrainerRun, trainer_configs, trainer_runs
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, MEDIUM, UNSAFE, Fix, Impact, Rule
 
@@ -155,6 +156,8 @@ class Fp32TrainingStep(Rule):
             if p.opt_in is not None:
                 fix = Fix.advice(f"Turn `{p.opt_in}` on by default (AMP is already written), or pass it on the command line")
             self.report(p.anchor if p.anchor is not None else loop, message, fix=fix, impact=impact)
+            if p.opt_in is not None:  # the line the user edits: where the option's default is written
+                report_default(self, default_site(ctx, p.opt_in_value), message, p.anchor if p.anchor is not None else loop, fix=fix, impact=impact)
 
     # -- a framework's precision knob (speedlint.analyzer.providers.frameworks) -----------------
     def _framework_run(self, run: TrainerRun) -> None:
