@@ -124,8 +124,9 @@ class _Index(cst.CSTVisitor):
         self.updates: Dict[Tuple[Scope, str], List[cst.Call]] = {}
         self.argparse: Dict[str, List[cst.Call]] = {}
         self.self_attrs: Dict[Tuple[Optional[cst.ClassDef], str], List[cst.BaseExpression]] = {}
-        #: `args.x = ...` / `self.args.x = ...`: (the namespace as written, attribute) -> values written
-        self.attr_writes: Dict[Tuple[str, str], List[Any]] = {}
+        #: `args.x = ...` / `self.args.x = ...`: (where, the namespace as written, attribute) -> values
+        #: written; where: the class for `self.<...>`, else the function (None: the module)
+        self.attr_writes: Dict[Tuple[Optional[cst.CSTNode], str, str], List[Any]] = {}
         self.returns: Dict[cst.FunctionDef, List[Optional[cst.BaseExpression]]] = {}
 
     def _scope(self, node: cst.CSTNode) -> Scope:
@@ -158,7 +159,11 @@ class _Index(cst.CSTVisitor):
         elif isinstance(target, cst.Attribute):
             base = dotted(target.value)
             if base is not None:
-                self.attr_writes.setdefault((base, target.attr.value), []).append(value)
+                self.attr_writes.setdefault((self._owner(base, at), base, target.attr.value), []).append(value)
+
+    def _owner(self, base: str, at: cst.CSTNode) -> Optional[cst.CSTNode]:
+        """Where a namespace lives: the class for `self.args`, else the function (None: the module)."""
+        return self.facts.enclosing_class(at) if base.startswith("self.") else self.facts.enclosing_function(at)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for t in node.targets:
@@ -641,8 +646,14 @@ class ValueTracer:
         then `args.deterministic = False`) may hold what is written as well as its default."""
         got = self._attribute_default(expr, depth)
         base = dotted(expr.value)
-        writes = self.index.attr_writes.get((base, expr.attr.value)) if base is not None and base != "self" else None
-        if got is None or not writes:
+        if got is None or base is None or base == "self":
+            return got
+        index = self.index
+        owner = index._owner(base, expr)
+        writes = [*index.attr_writes.get((owner, base, expr.attr.value), ())]
+        if owner is not None and not base.startswith("self."):
+            writes += index.attr_writes.get((None, base, expr.attr.value), ())
+        if not writes:
             return got
         written = self._combine(writes, depth, got.kind)
         if written is None:
