@@ -34,6 +34,7 @@ from speedlint.analyzer.fixes import with_keyword
 from speedlint.analyzer.providers.flow import flow
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers import walk
+from speedlint.analyzer.providers.tensor_aliases import tensor_type_alias
 from speedlint.fixers import _amp_api
 from speedlint.fixers._common import (
     SCALER_NAMES,
@@ -372,6 +373,8 @@ def _may_run_forward(ctx: FileContext, call: cst.Call, depth: int = 2, seen: Fro
     func = call.func
     if isinstance(func, cst.Name):
         q = ctx.qualname(func)
+        if q is None and tensor_type_alias(ctx, func) is not None:
+            return False  # `Tensor(n, 1)` with `Tensor = torch.cuda.FloatTensor if cuda else ...`: a tensor, not a forward
         if q is None and func.value in _NOT_FORWARD_NAMES or q is not None and ("." in q or q in _NOT_FORWARD_NAMES):
             return False
         defs = [fn for fn in ctx.torch.resolve_call(call) if fn not in seen]

@@ -552,6 +552,11 @@ class ValueTracer:
             options = _merge(options, value.options)
         return Value(options, values[0].origin, "dict", all(v.certain for v in values), tuple(c for v in values for c in v.config))
 
+    def bindings(self, name: cst.Name) -> Tuple[Scope, List[Any]]:
+        """The scope that binds `name` at this point and its bindings there (expressions, or
+        markers for bindings that cannot be followed)."""
+        return self._bindings(name)
+
     def _bindings(self, name: cst.Name) -> Tuple[Scope, List[Any]]:
         """The scope that binds `name` at this point and its bindings there."""
         index = self.index
