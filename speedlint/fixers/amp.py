@@ -127,6 +127,9 @@ def plan(ctx: FileContext) -> Dict[Loop, StepPlan]:
                 p.reason = str(exc)
             if p.anchor is None and not backwards:  # backward and step in a callee elsewhere
                 p.anchor = _forward_anchor(ctx, loop, loop.body)
+            branch = p.anchor
+            if p.disabled_autocast is not None and isinstance(branch, cst.If) and isinstance(branch.orelse, cst.Else) and ctx.torch.contains(branch.body, p.disabled_autocast):
+                p.anchor = _forward_anchor(ctx, branch, branch.orelse.body)  # the FP32 forward that runs
         plans[loop] = p
     ctx._speedlint_amp_plan = plans  # type: ignore[attr-defined]
     return plans

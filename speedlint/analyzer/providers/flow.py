@@ -1060,7 +1060,7 @@ class Flow:
             b = self.binding(expr)
             if b is not None and b.kind == "assign":
                 reaching = self.reaching(expr)  # a host value on every path
-                return all(r.kind == "assign" and self.is_host_value(self.value_at(r), depth + 1) for r in reaching)
+                return all(r.kind == "assign" and all(self.is_host_value(v, depth + 1) for v in self.unpacked(r)) for r in reaching)
             if b is not None and b.kind == "for":
                 # a loop counter: `for step in range(n)` / `for i, batch in enumerate(loader)`
                 it = b.value
@@ -1097,10 +1097,30 @@ class Flow:
             return bool(returns) and all(self.is_host_array(r, depth + 2) for r in returns)
         if isinstance(expr, cst.Subscript):
             return self.is_host_array(expr.value, depth + 1)
+        if isinstance(expr, (cst.Comparison, cst.BinaryOperation)):
+            # `preds == y` of host arrays and values (at least one array): a host array too
+            parts = [expr.left, *(c.comparator for c in expr.comparisons)] if isinstance(expr, cst.Comparison) else [expr.left, expr.right]
+            arrays = [self.is_host_array(p, depth + 1) for p in parts]
+            return any(arrays) and all(a or self.is_host_value(p, depth + 1) for a, p in zip(arrays, parts))
         if isinstance(expr, cst.Name):
             reaching = self.reaching(expr)
-            return bool(reaching) and all(r.kind == "assign" and self.is_host_array(self.value_at(r), depth + 1) for r in reaching)
+            return bool(reaching) and all(r.kind == "assign" and all(self.is_host_array(v, depth + 1) for v in self.unpacked(r)) for r in reaching)
         return False
+
+    def unpacked(self, b: Binding) -> List[cst.BaseExpression]:
+        """What a binding takes: its value, or for a name unpacked from a project function's
+        result (`probs, preds = to_host(out)`) the element at its place in each tuple the
+        function returns, when every `return` gives such a tuple."""
+        value = self.value_at(b)
+        if value is None:
+            return []
+        if b.path and isinstance(value, cst.Call):
+            returns = self.returns(value)
+            if returns and all(isinstance(r, (cst.Tuple, cst.List)) for r in returns):
+                got = self.element_values(b)
+                if len(got) == len(returns) and value not in got:
+                    return got
+        return [value]
 
     def _host_torch_call(self, call: cst.Call, q: Optional[str], depth: int) -> bool:
         """`torch.zeros(n)`, `torch.from_numpy(a)`, `torch.as_tensor(a)` of a host value,

@@ -7,6 +7,7 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
+from speedlint.analyzer.providers.branches import off_gpu_path
 from speedlint.analyzer.providers.frameworks import metric_sync
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, LOW, MEDIUM, Fix, Impact, Rule
@@ -509,8 +510,11 @@ class HostSyncInTrainingStep(Rule):
         return kinds == {CPU}
 
     def _rarely_run(self, node: cst.CSTNode, boundary: cst.CSTNode) -> bool:
-        """A branch between `node` and `boundary` that is not taken on every iteration."""
+        """A branch between `node` and `boundary` that is not taken on every iteration (or never
+        on the CUDA path: `if x.device.type == "cpu":`, `if hasattr(self, "never_set") and ...`)."""
         facts = self.ctx.torch
+        if off_gpu_path(self.ctx, node, boundary):
+            return True
         child: cst.CSTNode = node
         for a in facts.ancestors(node):
             if a is boundary:
