@@ -1097,6 +1097,8 @@ class Flow:
             return bool(returns) and all(self.is_host_array(r, depth + 2) for r in returns)
         if isinstance(expr, cst.Subscript):
             return self.is_host_array(expr.value, depth + 1)
+        if isinstance(expr, cst.Attribute) and expr.attr.value in ("values", "indices", "T", "mT", "data", "real", "imag"):
+            return self.is_host_array(expr.value, depth + 1)  # `probs.max(1).values`
         if isinstance(expr, (cst.Comparison, cst.BinaryOperation)):
             # `preds == y` of host arrays and values (at least one array): a host array too
             parts = [expr.left, *(c.comparator for c in expr.comparisons)] if isinstance(expr, cst.Comparison) else [expr.left, expr.right]
