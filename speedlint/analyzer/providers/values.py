@@ -147,6 +147,8 @@ class _Index(cst.CSTVisitor):
                 and not any(isinstance(e, cst.StarredElement) for e in (*value.elements, *target.elements))
             ):
                 values = [e.value for e in value.elements]  # `self.a, self.b = a, b`: pairwise
+            elif isinstance(value, cst.Call) and not any(isinstance(e, cst.StarredElement) for e in target.elements):
+                values = [("unpack", value, i) for i in range(len(target.elements))]  # `a, b = f()`: the i-th of its result
             for el, v in zip(target.elements, values):
                 self._bind(el.value, v, at)
         elif isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
@@ -714,6 +716,9 @@ class ValueTracer:
             return self.facts.class_defs[name][0]
         if isinstance(expr, cst.Name):
             _, bound = self._bindings(expr)
+            parsed = self._parsed_record(bound[0]) if len(bound) == 1 else None
+            if parsed is not None:
+                return parsed
             if len(bound) == 1 and isinstance(bound[0], cst.Call):
                 call = bound[0]
                 callee = dotted(call.func)
@@ -728,6 +733,35 @@ class ValueTracer:
                 ):
                     return self.facts.class_defs[first.value][0]
         return None
+
+    def _parsed_record(self, bound: Any) -> Optional[cst.ClassDef]:
+        """`model_args, train_args = HfArgumentParser((ModelArgs, TrainArgs)).parse_args_into_dataclasses()`
+        (also through a `parser` name, or `[i]` of the result): the i-th dataclass, filled from
+        the command line over its defaults."""
+        if isinstance(bound, tuple) and len(bound) == 3 and bound[0] == "unpack":
+            call, index = bound[1], bound[2]
+        elif isinstance(bound, cst.Subscript) and isinstance(bound.value, cst.Call) and len(bound.slice) == 1:
+            key = bound.slice[0].slice
+            if not (isinstance(key, cst.Index) and isinstance(key.value, cst.Integer)):
+                return None
+            call, index = bound.value, int(key.value.value)
+        else:
+            return None
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "parse_args_into_dataclasses"):
+            return None
+        parser = func.value
+        if isinstance(parser, cst.Name):
+            _, made = self._bindings(parser)
+            parser = made[0] if len(made) == 1 else None
+        if not (isinstance(parser, cst.Call) and (dotted(parser.func) or "").endswith("HfArgumentParser") and parser.args):
+            return None
+        first = parser.args[0].value
+        classes = [e.value for e in first.elements] if isinstance(first, (cst.Tuple, cst.List)) else [first]
+        if index >= len(classes) or not isinstance(classes[index], cst.Name):
+            return None
+        found = self.facts.class_defs.get(classes[index].value, ())
+        return found[0] if len(found) == 1 else None
 
     def _class_attribute(self, cls: cst.ClassDef, attr: str, depth: int) -> Optional[Value]:
         bound = self.index.binds.get((cls, attr))
@@ -786,6 +820,10 @@ class ValueTracer:
             if default is None:
                 return None
             return Value(default.options, default.origin, "config-default", certain=False)
+        if name is not None and name.rsplit(".", 1)[-1] in ("field", "Field") and isinstance(self.facts.parent(call), cst.AnnAssign):
+            default = _kw(call, "default")  # a dataclass / pydantic field: `x: bool = field(default=False)`
+            value = self.resolve(default.value, depth) if default is not None else None
+            return Value(value.options, call, value.kind, value.certain, value.config) if value is not None else None
         if name in ("int", "bool", "float", "str") and len(call.args) == 1:
             inner = self.resolve(call.args[0].value, depth)
             if inner is None:
