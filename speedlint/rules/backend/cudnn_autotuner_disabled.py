@@ -52,6 +52,11 @@ class CudnnAutotunerDisabled(Rule):
     args.deterministic`, a helper only called under `if args.seed is not None:`) are the user's
     choice and are not flagged; nor are CPU-only scripts and networks without convolutions.
 
+    A value that comes from a config dataclass field (`torch_deterministic: bool = True` parsed
+    by `tyro.cli`, `simple_parsing`, `HfArgumentParser` or built as `Args()`) or an option's
+    default is also reported on that default's line; a field the code assigns before reading it
+    is not a default.
+
     ## Why is this slow?
     With `benchmark = True`, cuDNN times the available convolution algorithms for each input
     shape once and keeps the fastest. `benchmark = False` uses a heuristic choice, and

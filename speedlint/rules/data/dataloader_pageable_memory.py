@@ -27,6 +27,10 @@ class DataLoaderPageableMemory(Rule):
     lookup with a truthy default, are not flagged. A `pin_memory: false` in a config file the code
     reads is reported on its line.
 
+    When the value is a command-line option's default or a config dataclass field's default
+    (`pin_memory=args.pin_memory` with a `store_true` flag, `pin_memory: bool = False` parsed by
+    `tyro`/`HfArgumentParser`), the default's line is reported as well.
+
     ## Why is this slow?
     A host-to-device copy from ordinary (pageable) memory goes through a staging buffer: the driver
     first copies the batch into page-locked memory, then DMAs it, and the copy cannot overlap with

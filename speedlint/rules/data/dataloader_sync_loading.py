@@ -37,6 +37,10 @@ class DataLoaderSyncLoading(Rule):
     (`Image.open(self.paths[i])`), calls a transform, wraps another dataset (`self.dataset[i]`)
     or indexes an HDF5/LMDB file or a memory map is not.
 
+    When the value is a command-line option's default or a config dataclass field's default
+    (`num_workers=args.workers` with `--workers` defaulting to 0, also declared in another module
+    of the program), the default's line is reported as well: that is the line to change.
+
     ## Why is this slow?
     With `num_workers=0` every batch is read, decoded, augmented and collated by the training
     process itself, between two optimizer steps: the GPU waits for each batch. Worker processes

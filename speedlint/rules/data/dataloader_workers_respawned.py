@@ -35,6 +35,9 @@ class DataLoaderWorkersRespawned(Rule):
     make that loader per-epoch, and neither does a loader built inside a function run once per
     epoch and iterated in that call (a new loader on every call).
 
+    When `persistent_workers` is a command-line option's default or a config dataclass field's
+    default, the default's line is reported as well.
+
     ## Why is this slow?
     Without persistent workers, every `for batch in loader` starts `num_workers` fresh processes,
     each of which re-imports modules and unpickles (or re-forks) the dataset, and the first batches

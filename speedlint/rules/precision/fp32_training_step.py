@@ -35,6 +35,12 @@ class Fp32TrainingStep(Rule):
     (`precision=args.precision` with `default=32`); a CPU-only trainer (`accelerator="cpu"`,
     Lightning 1.x without `gpus`) is not. See docs/frameworks.md for where each value is read.
 
+    AMP behind an opt-in option that defaults off is also reported on the option's default (in
+    this file or in the module of the program that declares it, `--use_amp` in `main.py` read as
+    `self.args.use_amp` elsewhere); an autocast under a branch that never runs on the CUDA path
+    (`if hasattr(self, "scaler") and ...` for an attribute nothing sets, a CPU-only branch) does
+    not cover the step.
+
     ## Why is this slow?
     Without autocast every matmul and convolution runs in FP32. Tensor cores run float16/bfloat16
     math several times faster and half-size activations halve the memory traffic and the

@@ -69,6 +69,10 @@ class HostSyncInTrainingStep(Rule):
     never takes the branch, `update(**loss_dict)` does. Anything else passed (a name whose
     value is not known to be a Python number) counts as a possible tensor.
 
+    Reads of host values are not syncs: `.cpu()` results a helper returns (also unpacked from a
+    tuple), comparisons and `.values` of them, code under `if x.device.type == "cpu":` (or the
+    `else` of `== "cuda"`) and under `hasattr(self, "name") and ...` for an attribute nothing sets.
+
     ## Why is this slow?
     CUDA runs asynchronously: the host queues kernels and moves on. Reading a value on the host
     makes it wait until every queued kernel has finished, so the GPU idles while the host prepares
