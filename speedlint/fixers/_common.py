@@ -21,7 +21,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.context import FileContext
-from speedlint.analyzer.providers.branches import off_gpu_path
+from speedlint.analyzer.providers.branches import never_runs, off_gpu_path
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.inference import iter_nodes
 from speedlint.analyzer.textscan import says_autocast
@@ -574,8 +574,10 @@ def step_coverage(ctx: FileContext, loop: Loop, backwards: Sequence[cst.Call]) -
         inside = any(contains(ctx, u, node) for u in units) or node in units
         around = _covering(ctx, loop, nodes, set()) is call
         if inside or around:
-            if off_gpu_path(ctx, node):  # `if hasattr(self, "scaler") and ...` never set; a CPU-only branch
+            if never_runs(ctx, node):  # `if hasattr(self, "scaler") and ...`, the attribute never set
                 disabled = disabled or call
+                continue
+            if off_gpu_path(ctx, node):  # an autocast for the CPU / MPS branch: not the CUDA step's
                 continue
             flag = _off_by_default(ctx, node, call)
             if flag is not None:

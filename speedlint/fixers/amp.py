@@ -34,6 +34,7 @@ from speedlint.analyzer.fixes import with_keyword
 from speedlint.analyzer.providers.flow import flow
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers import walk
+from speedlint.analyzer.providers.branches import off_cuda_branch
 from speedlint.analyzer.providers.tensor_aliases import tensor_type_alias
 from speedlint.fixers import _amp_api
 from speedlint.fixers._common import (
@@ -128,8 +129,11 @@ def plan(ctx: FileContext) -> Dict[Loop, StepPlan]:
             if p.anchor is None and not backwards:  # backward and step in a callee elsewhere
                 p.anchor = _forward_anchor(ctx, loop, loop.body)
             branch = p.anchor
-            if p.disabled_autocast is not None and isinstance(branch, cst.If) and isinstance(branch.orelse, cst.Else) and ctx.torch.contains(branch.body, p.disabled_autocast):
-                p.anchor = _forward_anchor(ctx, branch, branch.orelse.body)  # the FP32 forward that runs
+            if isinstance(branch, cst.If) and isinstance(branch.orelse, cst.Else) and (
+                (p.disabled_autocast is not None and ctx.torch.contains(branch.body, p.disabled_autocast))
+                or off_cuda_branch(ctx, branch.test, True)
+            ):
+                p.anchor = _forward_anchor(ctx, branch, branch.orelse.body)  # the FP32 forward that runs on the GPU
         plans[loop] = p
     ctx._speedlint_amp_plan = plans  # type: ignore[attr-defined]
     return plans

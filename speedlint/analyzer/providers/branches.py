@@ -114,6 +114,11 @@ def off_gpu_path(ctx: "FileContext", node: cst.CSTNode, boundary: Optional[cst.C
     return False
 
 
+def never_runs(ctx: "FileContext", node: cst.CSTNode, boundary: Optional[cst.CSTNode] = None) -> bool:
+    """`node` sits (below `boundary`, if given) in a branch that never runs (`never_true`)."""
+    return any(taken and never_true(ctx, test) for test, taken in _branches(ctx, node, boundary))
+
+
 def _branches(ctx: "FileContext", node: cst.CSTNode, boundary: Optional[cst.CSTNode]) -> Iterator[Tuple[cst.BaseExpression, bool]]:
     """The tests of the `if`s around `node` (up to its function) and whether `node` is in the
     taken side (the body) or the other one."""
