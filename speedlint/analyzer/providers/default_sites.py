@@ -47,10 +47,14 @@ class DefaultSite:
         return (self.at.path, self.at.line) if self.at is not None else id(self.node)
 
 
-def default_site(ctx: "FileContext", value: Optional["Value"]) -> Optional[DefaultSite]:
+def default_site(ctx: "FileContext", value: Optional["Value"], reader: Optional[cst.BaseExpression] = None) -> Optional[DefaultSite]:
     """Where the single default of `value` is written, when it is an option's or a config
-    record's default (None otherwise: literals, locals, config files, several values)."""
+    record's default (None otherwise: literals, locals, config files, several values). With
+    `reader` (the expression the code reads): None when its namespace is also filled from a
+    config file (`vars(args).update(cfg)`): the file is where its settings live."""
     if value is None or len(value.options) != 1:
+        return None
+    if reader is not None and _filled_from_a_file(ctx, reader):
         return None
     shown = value.options[0]
     if value.kind == "argparse" and value.source is not None:
@@ -80,6 +84,16 @@ def default_site(ctx: "FileContext", value: Optional["Value"]) -> Optional[Defau
     if field is None:
         return None
     return DefaultSite(origin, None, f"{cls.name.value}.{field}", shown)
+
+
+def _filled_from_a_file(ctx: "FileContext", expr: cst.BaseExpression) -> bool:
+    lookup = ctx.config_values.configs
+    if lookup is None or not lookup.active:
+        return False
+    node = expr
+    while isinstance(node, cst.Attribute) and not (isinstance(node.value, cst.Name) and node.value.value == "self"):
+        node = node.value
+    return isinstance(node, (cst.Name, cst.Attribute)) and lookup.filled(node)
 
 
 def _is_record(cls: cst.ClassDef) -> bool:

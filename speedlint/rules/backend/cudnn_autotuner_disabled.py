@@ -222,7 +222,7 @@ class CudnnAutotunerDisabled(Rule):
         )
         self.report(node, at=site, message=f"{message} in a conv-net training script", fix=fix)
         if site is None:  # an option's or config field's default decides it: that line too
-            default = default_site(self.ctx, self.ctx.config_values.resolve(node.value))
+            default = default_site(self.ctx, self.ctx.config_values.resolve(node.value), node.value)
             report_default(self, default, f"{message} in a conv-net training script", node, fix=fix)
 
     def _unconditional(self, node: cst.CSTNode, seen: Set[cst.FunctionDef]) -> bool:

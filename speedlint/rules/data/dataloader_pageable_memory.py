@@ -131,4 +131,4 @@ class DataLoaderPageableMemory(Rule):
                 fix = Fix.replace(origin, cst.parse_expression(PIN_CODE), "Set `pin_memory=torch.cuda.is_available()`", SAFE, [ImportSpec("torch")])
         self.report(keyword_anchor(pin, node), message, fix=fix or Fix.advice("Pin host memory: `pin_memory=True` when training on CUDA"))
         # an option's or config field's default decides it: that line too
-        report_default(self, default_site(ctx, pin.value), message, node, fix=Fix.advice("Make the default true when training on CUDA"))
+        report_default(self, default_site(ctx, pin.value, pin.node.value if isinstance(pin.node, cst.Arg) else None), message, node, fix=Fix.advice("Make the default true when training on CUDA"))

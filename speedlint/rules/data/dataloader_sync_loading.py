@@ -170,7 +170,7 @@ class DataLoaderSyncLoading(Rule):
             self.report(_code_site(workers, node), message, fix=fix, at=site)
             return
         reason = loader_plan.reason
-        default = default_site(self.ctx, workers.value)  # an option's or config field's default decides it
+        default = default_site(self.ctx, workers.value, workers.node.value if isinstance(workers.node, cst.Arg) else None)  # an option's or config field's default decides it
         report_default(self, default, message, node, fix=Fix.advice("Make the default 2 or more (from the CPU count)"))
         if reason:
             self.report(keyword_anchor(workers, node), f"{message} (not rewritten: {reason})", fix=Fix.advice(f"Set `num_workers` from the CPU count by hand: {reason}"))

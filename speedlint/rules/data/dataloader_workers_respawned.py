@@ -133,7 +133,7 @@ class DataLoaderWorkersRespawned(Rule):
             message = message.replace("is not set", "is false")
         self.report(keyword_anchor(persistent, node), message, fix=self._fix(node, workers, persistent) or Fix.advice("Set `persistent_workers=True` (workers > 0)"))
         # an option's or config field's default decides it: that line too
-        report_default(self, default_site(ctx, persistent.value), message, node, fix=Fix.advice("Make the default true (workers > 0)"))
+        report_default(self, default_site(ctx, persistent.value, persistent.node.value if isinstance(persistent.node, cst.Arg) else None), message, node, fix=Fix.advice("Make the default true (workers > 0)"))
 
     def _rebuilt_where_iterated(self, call: cst.Call) -> bool:
         """Every loop of this file over the loader is in the epoch loop that builds it anew."""
