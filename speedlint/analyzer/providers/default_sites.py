@@ -116,5 +116,8 @@ def report_default(rule: Any, site: Optional[DefaultSite], message: str, reader:
     text = f"{message} (the default of `{site.name}`, {site.value!r}, decides it)"
     if site.at is not None:
         rule.report(reader, text, at=site.at, **kwargs)
-    else:
-        rule.report(site.node, text, **kwargs)
+        return
+    ctx = rule.ctx
+    line = ctx.position(reader).start.line
+    code = ctx.module.code_for_node(reader).strip().splitlines()[0][:60]
+    rule.report(site.node, f"{text} (read at line {line})", related=((ctx.path, line, code),), **kwargs)
