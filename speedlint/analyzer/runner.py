@@ -239,7 +239,6 @@ def group_config_results(files: List[FileResult], resolver: SettingsResolver) ->
 
     by_path: Dict[str, FileResult] = {}
     out: List[FileResult] = []
-    own = {r.path: r for r in files}  # a Python file that holds a default another file reads
     for result in files:
         moved = [f for f in result.findings if f.path != result.path]
         moved_diags = [d for d in result.diagnostics if d.path != result.path]
@@ -250,9 +249,7 @@ def group_config_results(files: List[FileResult], resolver: SettingsResolver) ->
         for f in moved:
             target = by_path.get(f.path)
             if target is None:
-                known = own.get(f.path)
-                source = known.source if known is not None and known.source is not None else _read_text(f.path)
-                target = by_path[f.path] = FileResult(f.path, source=source)
+                target = by_path[f.path] = FileResult(f.path, source=_read_text(f.path))
             key = (f.code, f.line, f.column, f.message)
             if all((g.code, g.line, g.column, g.message) != key for g in target.findings):
                 target.findings.append(f)
@@ -265,11 +262,6 @@ def group_config_results(files: List[FileResult], resolver: SettingsResolver) ->
     for path, result in sorted(by_path.items()):
         settings = resolver.for_file(Path(path))
         result.findings = sorted(apply_suppressions(result.findings, result.source or "", settings, path), key=lambda f: f.sort_key())
-        known = own.get(path)
-        if known is not None:  # one result per file: the moved findings join the file's own
-            known.findings = sorted([*known.findings, *(f for f in result.findings if f not in known.findings)], key=lambda f: f.sort_key())
-            known.diagnostics += [d for d in result.diagnostics if d not in known.diagnostics]
-            continue
         out.append(result)
     return out
 

@@ -367,16 +367,10 @@ class ProgramFacts(Hotness):
         # command-line option defaults declared in another module of the same program
         # (`main.py` parses, `exp/trainer.py` reads `self.args.use_amp`), for the files with seeds
         options_of = self._program_options()
-        component, members = self._components() if any(options_of) else ([], [])
-        sites_of: Dict[int, Dict[str, List[Any]]] = {}  # per component: option -> [path, line]
         for m in p.modules:
             seeds = out.get(m.shown)
             if seeds is not None and options_of[m.id]:
                 seeds.project["options"] = options_of[m.id]
-                c = component[m.id]
-                if c not in sites_of:
-                    sites_of[c] = self._option_sites(members[c])
-                seeds.project["option_sites"] = {d: sites_of[c][d] for d in options_of[m.id] if d in sites_of[c]}
         return out
 
     def _program_options(self) -> List[Dict[str, Any]]:
@@ -401,16 +395,6 @@ class ProgramFacts(Hotness):
         for m in p.modules:
             own = m.summary.get("options") or {}
             out.append({d: v for d, v in switches[component[m.id]].items() if d not in own})
-        return out
-
-    def _option_sites(self, mids: List[int]) -> Dict[str, List[Any]]:
-        """Where each option the modules `mids` (one program) declare is written: option ->
-        [path, line], the [config-source] line of its default (the first module's, in order)."""
-        p = self.p
-        out: Dict[str, List[Any]] = {}
-        for cur in sorted(mids):
-            for dest, line in (p.modules[cur].summary.get("option_lines") or {}).items():
-                out.setdefault(dest, [p.modules[cur].path, line])
         return out
 
     def _components(self) -> Tuple[List[int], List[List[int]]]:

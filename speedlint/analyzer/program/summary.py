@@ -321,7 +321,6 @@ class _Summarizer:
         self._fn_nodes: List[ast.AST] = []
         #: command-line options this module declares: destination -> default(s)
         self.options: Dict[str, List[Any]] = {}
-        self.option_lines: Dict[str, int] = {}  #: destination -> the line of its first `add_argument`
         #: `cfg.DATA.NUM_WORKERS = v` anywhere (an upper-case key of a yacs-style config, its path
         #: after the root name) -> [[line, v]] for a literal v, [[line]] for anything else
         self.config_writes: Dict[str, List[List[Any]]] = {}
@@ -361,7 +360,6 @@ class _Summarizer:
         self._host_args()
         return {
             "format": SUMMARY_FORMAT, "module": self.module, "functions": self.functions, "options": self.options,
-            "option_lines": self.option_lines,
             "classes": self.classes, "imports": self.imports, "star": self.star, "config_writes": self.config_writes,
         }
 
@@ -824,7 +822,6 @@ class _Summarizer:
         else:
             return
         self.options.setdefault(dest, []).append(value)
-        self.option_lines.setdefault(dest, call.lineno)
 
     @staticmethod
     def _may_move_to_device(call: ast.Call, fn: Dict[str, Any]) -> bool:

@@ -3,13 +3,15 @@
 A finding on code that reads a setting (`torch.backends.cudnn.deterministic =
 args.torch_deterministic`, `if self.args.use_amp:`, `num_workers=args.num_workers`) says what
 is slow; the line the user edits to change it is where the default is written:
-- an `argparse` option's `default=` (or its `add_argument` call for a `store_true` flag), in this
-  file or in another module of the program (`main.py` parses, `exp/trainer.py` reads);
+- an `argparse` option's `default=` (or its `add_argument` call for a `store_true` flag) in this
+  file (an option declared in another module of the program, `main.py` parses and
+  `exp/trainer.py` reads, is not reported there: `speedlint check main.py` alone must say the
+  same about `main.py` as a check of the whole project, and main.py's own analysis does not
+  know what the option gates);
 - a field of a config dataclass (`@dataclass class Args: torch_deterministic: bool = True`) that
   `tyro.cli(Args)`, `simple_parsing`, `HfArgumentParser` or a plain `Args()` fills.
 
-`default_site` answers from the traced `Value` (`providers.values`): its `origin` (this file) or
-its `source` (another module). Rules report the default's line as a second finding next to
+`default_site` answers from the traced `Value` (`providers.values`): its `origin`. Rules report the default's line as a second finding next to
 the one on the code (`report_default`), once per default and rule.
 """
 
@@ -34,10 +36,10 @@ _RECORD_BASES = frozenset({"BaseModel", "pydantic.BaseModel", "BaseSettings", "S
 
 @dataclass(frozen=True)
 class DefaultSite:
-    """The written default of a setting: a node of this file, or a line of another module."""
+    """The written default of a setting: a node of this file."""
 
     node: Optional[cst.CSTNode]
-    at: Optional[ConfigSite]
+    at: Optional[ConfigSite]  # (a config-file line; not used for Python defaults yet)
     #: how the message names it (`--use_amp`, `Args.torch_deterministic`)
     name: str
     value: Any
@@ -57,10 +59,6 @@ def default_site(ctx: "FileContext", value: Optional["Value"], reader: Optional[
     if reader is not None and _filled_from_a_file(ctx, reader):
         return None
     shown = value.options[0]
-    if value.kind == "argparse" and value.source is not None:
-        path, line, dest = value.source
-        site = ConfigSite(str(path), int(line), 0, 0, "", "empty", False, (), shown, "python", f"--{dest}")
-        return DefaultSite(None, site, f"--{dest}", shown)
     origin = value.origin
     if origin is None:
         return None

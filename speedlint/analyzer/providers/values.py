@@ -62,9 +62,6 @@ class Value:
     config: Tuple[Any, ...] = ()
     #: a framework knob's place (`frameworks.Knob`) when the value comes through one (`self.hparams`)
     knob: Any = None
-    #: where the default is written in another module of the program (path, line): an option
-    #: declared there (`default_sites` reports its [config-source] line)
-    source: Any = None
 
     def all(self, pred: Callable[[Any], bool]) -> bool:
         return all(_safe(pred, o) for o in self.options)
@@ -696,8 +693,7 @@ class ValueTracer:
         project = seeds.project.get("options") if seeds is not None else None
         if project and isinstance(project.get(attr), bool) and _reads_options(base):
             # (on/off flags only: a number's meaning depends on code this file cannot see)
-            site = (seeds.project.get("option_sites") or {}).get(attr)  # type: ignore[union-attr]  (path, line)
-            return Value((project[attr],), None, "argparse", source=(*site, attr) if site else None)
+            return Value((project[attr],), None, "argparse")
         # a yacs-style config's key (`config.DATA.NUM_WORKERS`, `_C.DATA.NUM_WORKERS = 8`)
         defaults = seeds.project.get("config_defaults") if seeds is not None and attr.isupper() else None
         if defaults:

@@ -35,9 +35,9 @@ class Fp32TrainingStep(Rule):
     (`precision=args.precision` with `default=32`); a CPU-only trainer (`accelerator="cpu"`,
     Lightning 1.x without `gpus`) is not. See docs/frameworks.md for where each value is read.
 
-    AMP behind an opt-in option that defaults off is also reported on the option's default (in
-    this file or in the module of the program that declares it, `--use_amp` in `main.py` read as
-    `self.args.use_amp` elsewhere); an autocast under a branch that never runs on the CUDA path
+    AMP behind an opt-in option that defaults off is also reported on the option's default when
+    this file declares it (`--use_amp` declared in `main.py` and read as `self.args.use_amp` in
+    another module is reported where it is read only); an autocast under a branch that never runs on the CUDA path
     (`if hasattr(self, "scaler") and ...` for an attribute nothing sets, a CPU-only branch) does
     not cover the step.
 
