@@ -21,6 +21,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.context import FileContext
+from speedlint.analyzer.providers.branches import never_runs, off_gpu_path
 from speedlint.analyzer.providers.loaders import one_site
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.inference import iter_nodes
@@ -397,9 +398,10 @@ def autocast_call(ctx: FileContext, expr: cst.BaseExpression) -> Optional[cst.Ca
     return expr if name is not None and says_autocast(name.rsplit(".", 1)[-1]) else None
 
 
-def _off_by_default(ctx: FileContext, node: cst.CSTNode, call: cst.Call) -> Optional[str]:
+def _off_by_default(ctx: FileContext, node: cst.CSTNode, call: cst.Call) -> Optional[Tuple[str, Any]]:
     """The command-line option (or config field) that switches this autocast on, when it is off
-    by default: `if args.use_amp: with autocast():`, `autocast(enabled=args.amp)`."""
+    by default: `if args.use_amp: with autocast():`, `autocast(enabled=args.amp)`; with its
+    traced value (where its default is written)."""
     tests: List[cst.BaseExpression] = [a.value for a in call.args if a.keyword is not None and a.keyword.value == "enabled"]
     child = node
     for a in ctx.torch.ancestors(node):
@@ -412,7 +414,7 @@ def _off_by_default(ctx: FileContext, node: cst.CSTNode, call: cst.Call) -> Opti
         if isinstance(test, (cst.Name, cst.Attribute)):
             value = ctx.values.resolve(test)
             if value is not None and value.kind in ("argparse", "config-default") and value.options and not value.any(bool):
-                return ctx.code(test)
+                return ctx.code(test), value
     return None
 
 
@@ -553,6 +555,7 @@ class Coverage:
     disabled: Optional[cst.Call] = None  # an autocast that is there but never enabled
     opt_in: Optional[str] = None  # the option that turns autocast on, off by default (`self.args.use_amp`)
     config_site: Any = None  # the config-file value that switches the disabled autocast off (`amp: false`)
+    opt_in_value: Any = None  # `opt_in`'s traced value (`providers.values.Value`: where its default is)
 
 
 def step_coverage(ctx: FileContext, loop: Loop, backwards: Sequence[cst.Call]) -> Coverage:
@@ -566,13 +569,19 @@ def step_coverage(ctx: FileContext, loop: Loop, backwards: Sequence[cst.Call]) -
     # autocast inside the step (its body or a step function) or around it (loop, caller)
     units: List[cst.CSTNode] = [loop, *facts.callees_closure([loop])]
     opt_in: Optional[str] = None
+    opt_in_value: Any = None
     for node, call in found:
         inside = any(contains(ctx, u, node) for u in units) or node in units
         around = _covering(ctx, loop, nodes, set()) is call
         if inside or around:
+            if never_runs(ctx, node):  # `if hasattr(self, "scaler") and ...`, the attribute never set
+                disabled = disabled or call
+                continue
+            if off_gpu_path(ctx, node):  # an autocast for the CPU / MPS branch: not the CUDA step's
+                continue
             flag = _off_by_default(ctx, node, call)
             if flag is not None:
-                opt_in = opt_in or flag
+                opt_in, opt_in_value = (opt_in, opt_in_value) if opt_in is not None else flag
             elif autocast_enabled(ctx, call):
                 site = config_switch_off(ctx, call)
                 if site is None:
@@ -581,7 +590,7 @@ def step_coverage(ctx: FileContext, loop: Loop, backwards: Sequence[cst.Call]) -
             else:
                 disabled = disabled or call
     if opt_in is not None:
-        return Coverage(False, disabled, opt_in)
+        return Coverage(False, disabled, opt_in, opt_in_value=opt_in_value)
     # autocast in a model's forward (the model runs in mixed precision whatever the step does)
     for fn in facts.forward_functions:
         for node, call in found:

@@ -34,6 +34,8 @@ from speedlint.analyzer.fixes import with_keyword
 from speedlint.analyzer.providers.flow import flow
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers import walk
+from speedlint.analyzer.providers.branches import off_cuda_branch
+from speedlint.analyzer.providers.tensor_aliases import tensor_type_alias
 from speedlint.fixers import _amp_api
 from speedlint.fixers._common import (
     SCALER_NAMES,
@@ -78,6 +80,7 @@ class StepPlan:
     #: the first forward/loss statement (what the rewrite wraps first): where SPD301 reports
     anchor: Optional[cst.CSTNode] = None
     opt_in: Optional[str] = None  # autocast only behind this option, off by default
+    opt_in_value: Any = None  # its traced value (where its default is written)
     config_site: Any = None  # autocast switched off by this config-file value
     remote: bool = False  # a distributed-autograd step: the forward runs on other processes
 
@@ -108,6 +111,7 @@ def plan(ctx: FileContext) -> Dict[Loop, StepPlan]:
             continue
         cov = step_coverage(ctx, loop, backwards)
         p.covered, p.disabled_autocast, p.opt_in, p.config_site = cov.covered, cov.disabled, cov.opt_in, cov.config_site
+        p.opt_in_value = cov.opt_in_value
         if p.config_site is not None:
             p.reason = "AMP is there, switched off in the config file"
             p.anchor = _forward_anchor(ctx, loop, loop.body)  # the code side of the finding
@@ -124,6 +128,12 @@ def plan(ctx: FileContext) -> Dict[Loop, StepPlan]:
                 p.reason = str(exc)
             if p.anchor is None and not backwards:  # backward and step in a callee elsewhere
                 p.anchor = _forward_anchor(ctx, loop, loop.body)
+            branch = p.anchor
+            if isinstance(branch, cst.If) and isinstance(branch.orelse, cst.Else) and (
+                (p.disabled_autocast is not None and ctx.torch.contains(branch.body, p.disabled_autocast))
+                or off_cuda_branch(ctx, branch.test, True)
+            ):
+                p.anchor = _forward_anchor(ctx, branch, branch.orelse.body)  # the FP32 forward that runs on the GPU
         plans[loop] = p
     ctx._speedlint_amp_plan = plans  # type: ignore[attr-defined]
     return plans
@@ -370,6 +380,8 @@ def _may_run_forward(ctx: FileContext, call: cst.Call, depth: int = 2, seen: Fro
     func = call.func
     if isinstance(func, cst.Name):
         q = ctx.qualname(func)
+        if q is None and tensor_type_alias(ctx, func) is not None:
+            return False  # `Tensor(n, 1)` with `Tensor = torch.cuda.FloatTensor if cuda else ...`: a tensor, not a forward
         if q is None and func.value in _NOT_FORWARD_NAMES or q is not None and ("." in q or q in _NOT_FORWARD_NAMES):
             return False
         defs = [fn for fn in ctx.torch.resolve_call(call) if fn not in seen]

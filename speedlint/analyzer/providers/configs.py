@@ -89,6 +89,11 @@ class ConfigLookup:
         return bool(self.names or self.attrs)
 
     # -- roots -----------------------------------------------------------------------------
+    def filled(self, root: cst.BaseExpression) -> bool:
+        """`root` (a name, or `self.<attr>`) holds a config object read from a file (also an
+        argparse namespace the file's keys are copied into)."""
+        return bool(self._refs(root))
+
     def _refs(self, root: cst.BaseExpression) -> List[Tuple[int, Tuple[Any, ...], bool]]:
         if isinstance(root, cst.Name):
             ordinals = self.facts._function_ordinal

@@ -1060,7 +1060,7 @@ class Flow:
             b = self.binding(expr)
             if b is not None and b.kind == "assign":
                 reaching = self.reaching(expr)  # a host value on every path
-                return all(r.kind == "assign" and self.is_host_value(self.value_at(r), depth + 1) for r in reaching)
+                return all(r.kind == "assign" and all(self.is_host_value(v, depth + 1) for v in self.unpacked(r)) for r in reaching)
             if b is not None and b.kind == "for":
                 # a loop counter: `for step in range(n)` / `for i, batch in enumerate(loader)`
                 it = b.value
@@ -1097,6 +1097,13 @@ class Flow:
             return bool(returns) and all(self.is_host_array(r, depth + 2) for r in returns)
         if isinstance(expr, cst.Subscript):
             return self.is_host_array(expr.value, depth + 1)
+        if isinstance(expr, cst.Attribute) and expr.attr.value in ("values", "indices", "T", "mT", "data", "real", "imag"):
+            return self.is_host_array(expr.value, depth + 1)  # `probs.max(1).values`
+        if isinstance(expr, (cst.Comparison, cst.BinaryOperation)):
+            # `preds == y` of host arrays and values (at least one array): a host array too
+            parts = [expr.left, *(c.comparator for c in expr.comparisons)] if isinstance(expr, cst.Comparison) else [expr.left, expr.right]
+            arrays = [self.is_host_array(p, depth + 1) for p in parts]
+            return any(arrays) and all(a or self.is_host_value(p, depth + 1) for a, p in zip(arrays, parts))
         if isinstance(expr, cst.Name):
             reaching = self.reaching(expr)
             return bool(reaching) and all(self._host_binding(r, depth + 1) for r in reaching)
@@ -1106,11 +1113,27 @@ class Flow:
         """A binding that leaves its name on the host: an assignment of a host array, or an
         in-place update (`boxes /= scale`) of a name that was one (it stays where it is)."""
         if b.kind == "assign":
-            return self.is_host_array(self.value_at(b), depth)
+            values = self.unpacked(b)  # (`probs, preds = to_host(out)`: the element each return gives)
+            return bool(values) and all(self.is_host_array(v, depth) for v in values)
         site = b.site
         if b.kind == "augassign" and isinstance(site, cst.AugAssign) and isinstance(site.target, cst.Name):
             return self.is_host_array(site.target, depth)
         return False
+
+    def unpacked(self, b: Binding) -> List[cst.BaseExpression]:
+        """What a binding takes: its value, or for a name unpacked from a project function's
+        result (`probs, preds = to_host(out)`) the element at its place in each tuple the
+        function returns, when every `return` gives such a tuple."""
+        value = self.value_at(b)
+        if value is None:
+            return []
+        if b.path and isinstance(value, cst.Call):
+            returns = self.returns(value)
+            if returns and all(isinstance(r, (cst.Tuple, cst.List)) for r in returns):
+                got = self.element_values(b)
+                if len(got) == len(returns) and value not in got:
+                    return got
+        return [value]
 
     def _host_torch_call(self, call: cst.Call, q: Optional[str], depth: int) -> bool:
         """`torch.zeros(n)`, `torch.from_numpy(a)`, `torch.as_tensor(a)` of a host value,

@@ -41,6 +41,7 @@ from speedlint.analyzer.prelook import AstFacts
 from speedlint.analyzer.providers.configs import display_path, literal as _literal
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.values import NO_DEFAULT, KwArg, Value
+from speedlint.analyzer.providers.tensor_aliases import may_be_cuda_type
 from speedlint.analyzer.providers.walk import visit as fast_visit
 from speedlint.analyzer.vocabulary import (  # noqa: F401 - DISTRIBUTED, LOADER_TRIGGERS re-exported for the rules
     DATALOADER, DISTRIBUTED, DTYPES, LOADER_FAMILIES, LOADER_TAILS, LOADER_TRIGGERS, POSITIONS,
@@ -944,7 +945,7 @@ def may_be_cuda(ctx: FileContext, call: cst.Call) -> bool:
     if func.attr.value == "cuda":
         return True
     if func.attr.value == "type":  # `x.type(torch.cuda.FloatTensor)`, `x.type("torch.cuda.HalfTensor")`
-        return any("cuda" in (ctx.qualname(a.value) or ctx.code(a.value)) for a in call.args if not a.star)
+        return any("cuda" in (ctx.qualname(a.value) or ctx.code(a.value)) or may_be_cuda_type(ctx, a.value) for a in call.args if not a.star)
     if func.attr.value != "to":
         return False
     device: Optional[cst.BaseExpression] = None

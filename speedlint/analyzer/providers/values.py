@@ -121,6 +121,9 @@ class _Index(cst.CSTVisitor):
         self.updates: Dict[Tuple[Scope, str], List[cst.Call]] = {}
         self.argparse: Dict[str, List[cst.Call]] = {}
         self.self_attrs: Dict[Tuple[Optional[cst.ClassDef], str], List[cst.BaseExpression]] = {}
+        #: `args.x = ...` / `self.args.x = ...`: (where, the namespace as written, attribute) -> values
+        #: written; where: the class for `self.<...>`, else the function (None: the module)
+        self.attr_writes: Dict[Tuple[Optional[cst.CSTNode], str, str], List[Any]] = {}
         self.returns: Dict[cst.FunctionDef, List[Optional[cst.BaseExpression]]] = {}
 
     def _scope(self, node: cst.CSTNode) -> Scope:
@@ -141,6 +144,8 @@ class _Index(cst.CSTVisitor):
                 and not any(isinstance(e, cst.StarredElement) for e in (*value.elements, *target.elements))
             ):
                 values = [e.value for e in value.elements]  # `self.a, self.b = a, b`: pairwise
+            elif isinstance(value, cst.Call) and not any(isinstance(e, cst.StarredElement) for e in target.elements):
+                values = [("unpack", value, i) for i in range(len(target.elements))]  # `a, b = f()`: the i-th of its result
             for el, v in zip(target.elements, values):
                 self._bind(el.value, v, at)
         elif isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
@@ -150,6 +155,14 @@ class _Index(cst.CSTVisitor):
         elif isinstance(target, cst.Attribute) and dotted(target.value) == "self":
             cls = self.facts.enclosing_class(at)
             self.self_attrs.setdefault((cls, target.attr.value), []).append(value)
+        elif isinstance(target, cst.Attribute):
+            base = dotted(target.value)
+            if base is not None:
+                self.attr_writes.setdefault((self._owner(base, at), base, target.attr.value), []).append(value)
+
+    def _owner(self, base: str, at: cst.CSTNode) -> Optional[cst.CSTNode]:
+        """Where a namespace lives: the class for `self.args`, else the function (None: the module)."""
+        return self.facts.enclosing_class(at) if base.startswith("self.") else self.facts.enclosing_function(at)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for t in node.targets:
@@ -538,6 +551,11 @@ class ValueTracer:
             options = _merge(options, value.options)
         return Value(options, values[0].origin, "dict", all(v.certain for v in values), tuple(c for v in values for c in v.config))
 
+    def bindings(self, name: cst.Name) -> Tuple[Scope, List[Any]]:
+        """The scope that binds `name` at this point and its bindings there (expressions, or
+        markers for bindings that cannot be followed)."""
+        return self._bindings(name)
+
     def _bindings(self, name: cst.Name) -> Tuple[Scope, List[Any]]:
         """The scope that binds `name` at this point and its bindings there."""
         index = self.index
@@ -628,6 +646,25 @@ class ValueTracer:
         return Value(options, origin, "default")
 
     def _resolve_attribute(self, expr: cst.Attribute, depth: int) -> Optional[Value]:
+        """An attribute's value; a namespace field the code also assigns (`args = tyro.cli(Args)`
+        then `args.deterministic = False`) may hold what is written as well as its default."""
+        got = self._attribute_default(expr, depth)
+        base = dotted(expr.value)
+        if got is None or base is None or base == "self":
+            return got
+        index = self.index
+        owner = index._owner(base, expr)
+        writes = [*index.attr_writes.get((owner, base, expr.attr.value), ())]
+        if owner is not None and not base.startswith("self."):
+            writes += index.attr_writes.get((None, base, expr.attr.value), ())
+        if not writes:
+            return got
+        written = self._combine(writes, depth, got.kind)
+        if written is None:
+            return None
+        return Value(_merge(got.options, written.options), got.origin, got.kind, got.certain and written.certain, got.config + written.config)
+
+    def _attribute_default(self, expr: cst.Attribute, depth: int) -> Optional[Value]:
         attr = expr.attr.value
         base = dotted(expr.value)
         if base is None:
@@ -675,6 +712,9 @@ class ValueTracer:
             return self.facts.class_defs[name][0]
         if isinstance(expr, cst.Name):
             _, bound = self._bindings(expr)
+            parsed = self._parsed_record(bound[0]) if len(bound) == 1 else None
+            if parsed is not None:
+                return parsed
             if len(bound) == 1 and isinstance(bound[0], cst.Call):
                 call = bound[0]
                 callee = dotted(call.func)
@@ -689,6 +729,35 @@ class ValueTracer:
                 ):
                     return self.facts.class_defs[first.value][0]
         return None
+
+    def _parsed_record(self, bound: Any) -> Optional[cst.ClassDef]:
+        """`model_args, train_args = HfArgumentParser((ModelArgs, TrainArgs)).parse_args_into_dataclasses()`
+        (also through a `parser` name, or `[i]` of the result): the i-th dataclass, filled from
+        the command line over its defaults."""
+        if isinstance(bound, tuple) and len(bound) == 3 and bound[0] == "unpack":
+            call, index = bound[1], bound[2]
+        elif isinstance(bound, cst.Subscript) and isinstance(bound.value, cst.Call) and len(bound.slice) == 1:
+            key = bound.slice[0].slice
+            if not (isinstance(key, cst.Index) and isinstance(key.value, cst.Integer)):
+                return None
+            call, index = bound.value, int(key.value.value)
+        else:
+            return None
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "parse_args_into_dataclasses"):
+            return None
+        parser = func.value
+        if isinstance(parser, cst.Name):
+            _, made = self._bindings(parser)
+            parser = made[0] if len(made) == 1 else None
+        if not (isinstance(parser, cst.Call) and (dotted(parser.func) or "").endswith("HfArgumentParser") and parser.args):
+            return None
+        first = parser.args[0].value
+        classes = [e.value for e in first.elements] if isinstance(first, (cst.Tuple, cst.List)) else [first]
+        if index >= len(classes) or not isinstance(classes[index], cst.Name):
+            return None
+        found = self.facts.class_defs.get(classes[index].value, ())
+        return found[0] if len(found) == 1 else None
 
     def _class_attribute(self, cls: cst.ClassDef, attr: str, depth: int) -> Optional[Value]:
         bound = self.index.binds.get((cls, attr))
@@ -747,6 +816,10 @@ class ValueTracer:
             if default is None:
                 return None
             return Value(default.options, default.origin, "config-default", certain=False)
+        if name is not None and name.rsplit(".", 1)[-1] in ("field", "Field") and isinstance(self.facts.parent(call), cst.AnnAssign):
+            default = _kw(call, "default")  # a dataclass / pydantic field: `x: bool = field(default=False)`
+            value = self.resolve(default.value, depth) if default is not None else None
+            return Value(value.options, call, value.kind, value.certain, value.config) if value is not None else None
         if name in ("int", "bool", "float", "str") and len(call.args) == 1:
             inner = self.resolve(call.args[0].value, depth)
             if inner is None:

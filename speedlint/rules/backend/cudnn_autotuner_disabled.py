@@ -8,6 +8,7 @@ from typing import List, Optional, Set
 
 import libcst as cst
 
+from speedlint.analyzer.providers.default_sites import default_site, report_default
 from speedlint.analyzer.providers.frameworks import TrainerRun, trainer_runs
 from speedlint.analyzer.providers.loaders import one_site
 from speedlint.analyzer.providers.names import dotted
@@ -52,6 +53,11 @@ class CudnnAutotunerDisabled(Rule):
     Settings behind an explicit switch (`if args.deterministic:`, `benchmark = not
     args.deterministic`, a helper only called under `if args.seed is not None:`) are the user's
     choice and are not flagged; nor are CPU-only scripts and networks without convolutions.
+
+    A value that comes from a config dataclass field (`torch_deterministic: bool = True` parsed
+    by `tyro.cli`, `simple_parsing`, `HfArgumentParser` or built as `Args()`) or an option's
+    default is also reported on that default's line; a field the code assigns before reading it
+    is not a default.
 
     ## Why is this slow?
     With `benchmark = True`, cuDNN times the available convolution algorithms for each input
@@ -215,15 +221,14 @@ class CudnnAutotunerDisabled(Rule):
             return
         if not self._unconditional(node, set()):
             return
-        self.report(
-            node,
-            at=site,
-            message=f"{message} in a conv-net training script",
-            fix=Fix.advice(
-                "Use `torch.backends.cudnn.benchmark = True` (and `deterministic = False`) unless bitwise "
-                "reproducibility is required; put determinism behind a `--deterministic` flag"
-            ),
+        fix = Fix.advice(
+            "Use `torch.backends.cudnn.benchmark = True` (and `deterministic = False`) unless bitwise "
+            "reproducibility is required; put determinism behind a `--deterministic` flag"
         )
+        self.report(node, at=site, message=f"{message} in a conv-net training script", fix=fix)
+        if site is None:  # an option's or config field's default decides it: that line too
+            default = default_site(self.ctx, self.ctx.config_values.resolve(node.value), node.value)
+            report_default(self, default, f"{message} in a conv-net training script", node, fix=fix)
 
     def _unconditional(self, node: cst.CSTNode, seen: Set[cst.FunctionDef]) -> bool:
         """Runs whenever the script runs: no `if` guard here, nor at every call site of its helper."""

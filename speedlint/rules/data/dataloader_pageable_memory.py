@@ -10,6 +10,7 @@ from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, SAFE, Fix, Impact, Imp
 from speedlint.analyzer.configs.edit import value_edit
 from speedlint.analyzer.providers.anchors import keyword_anchor
 from speedlint.analyzer.providers.loaders import code_site as _code_site, LOADER_TRIGGERS, batches_to_cuda, config_site, is_dataloader, kwarg, may_build_loader
+from speedlint.analyzer.providers.default_sites import default_site, report_default
 
 
 class DataLoaderPageableMemory(Rule):
@@ -25,6 +26,10 @@ class DataLoaderPageableMemory(Rule):
     `**kwargs` (also when only the CUDA branch of a conditional dict sets it) or through a config
     lookup with a truthy default, are not flagged. A `pin_memory: false` in a config file the code
     reads is reported on its line.
+
+    When the value is a command-line option's default or a config dataclass field's default
+    (`pin_memory=args.pin_memory` with a `store_true` flag, `pin_memory: bool = False` parsed by
+    `tyro`/`HfArgumentParser`), the default's line is reported as well.
 
     ## Why is this slow?
     A host-to-device copy from ordinary (pageable) memory goes through a staging buffer: the driver
@@ -125,3 +130,5 @@ class DataLoaderPageableMemory(Rule):
             if value is not None and not pin.conditional and value.kind in ("literal", "dict") and isinstance(origin, cst.Name) and origin.value == "False":
                 fix = Fix.replace(origin, cst.parse_expression(PIN_CODE), "Set `pin_memory=torch.cuda.is_available()`", SAFE, [ImportSpec("torch")])
         self.report(keyword_anchor(pin, node), message, fix=fix or Fix.advice("Pin host memory: `pin_memory=True` when training on CUDA"))
+        # an option's or config field's default decides it: that line too
+        report_default(self, default_site(ctx, pin.value, pin.node.value if isinstance(pin.node, cst.Arg) else None), message, node, fix=Fix.advice("Make the default true when training on CUDA"))

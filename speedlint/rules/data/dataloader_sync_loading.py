@@ -11,6 +11,7 @@ from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, LOW, MEDIUM, UNSAFE, Fix
 from speedlint.analyzer.configs.edit import value_edit
 from speedlint.analyzer.providers.anchors import keyword_anchor
 from speedlint.analyzer.providers.loaders import code_site as _code_site, CONFIG_WORKERS, LOADER_TRIGGERS, config_site, is_dataloader, loader_facts, may_build_loader, workers_text
+from speedlint.analyzer.providers.default_sites import default_site, report_default
 
 
 class DataLoaderSyncLoading(Rule):
@@ -35,6 +36,10 @@ class DataLoaderSyncLoading(Rule):
     (`dataset, model, optimizer = load_train_objs()`); one that opens or loads a file
     (`Image.open(self.paths[i])`), calls a transform, wraps another dataset (`self.dataset[i]`)
     or indexes an HDF5/LMDB file or a memory map is not.
+
+    When the value is a command-line option's default or a config dataclass field's default
+    (`num_workers=args.workers` with `--workers` defaulting to 0, also declared in another module
+    of the program), the default's line is reported as well: that is the line to change.
 
     ## Why is this slow?
     With `num_workers=0` every batch is read, decoded, augmented and collated by the training
@@ -165,6 +170,8 @@ class DataLoaderSyncLoading(Rule):
             self.report(_code_site(workers, node), message, fix=fix, at=site)
             return
         reason = loader_plan.reason
+        default = default_site(self.ctx, workers.value, workers.node.value if isinstance(workers.node, cst.Arg) else None)  # an option's or config field's default decides it
+        report_default(self, default, message, node, fix=Fix.advice("Make the default 2 or more (from the CPU count)"))
         if reason:
             self.report(keyword_anchor(workers, node), f"{message} (not rewritten: {reason})", fix=Fix.advice(f"Set `num_workers` from the CPU count by hand: {reason}"))
             return

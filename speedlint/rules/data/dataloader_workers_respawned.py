@@ -13,6 +13,7 @@ from speedlint.analyzer.configs.edit import value_edit
 from speedlint.analyzer.providers.worker_counts import cpu_count_workers
 from speedlint.analyzer.providers.anchors import keyword_anchor
 from speedlint.analyzer.providers.loaders import code_site as _code_site, LOADER_TRIGGERS, config_site, is_dataloader, kwarg, loader_facts, loader_kind, may_build_loader
+from speedlint.analyzer.providers.default_sites import default_site, report_default
 
 
 class DataLoaderWorkersRespawned(Rule):
@@ -33,6 +34,9 @@ class DataLoaderWorkersRespawned(Rule):
     loop. The same helper called once with another loader (a feature-extraction pass) does not
     make that loader per-epoch, and neither does a loader built inside a function run once per
     epoch and iterated in that call (a new loader on every call).
+
+    When `persistent_workers` is a command-line option's default or a config dataclass field's
+    default, the default's line is reported as well.
 
     ## Why is this slow?
     Without persistent workers, every `for batch in loader` starts `num_workers` fresh processes,
@@ -128,6 +132,8 @@ class DataLoaderWorkersRespawned(Rule):
         if not persistent.missing:
             message = message.replace("is not set", "is false")
         self.report(keyword_anchor(persistent, node), message, fix=self._fix(node, workers, persistent) or Fix.advice("Set `persistent_workers=True` (workers > 0)"))
+        # an option's or config field's default decides it: that line too
+        report_default(self, default_site(ctx, persistent.value, persistent.node.value if isinstance(persistent.node, cst.Arg) else None), message, node, fix=Fix.advice("Make the default true (workers > 0)"))
 
     def _rebuilt_where_iterated(self, call: cst.Call) -> bool:
         """Every loop of this file over the loader is in the epoch loop that builds it anew."""

@@ -11,6 +11,7 @@ from speedlint.analyzer.fixes import keywords_edit
 from speedlint.analyzer.frameworks._knobs_hf import FP32
 from speedlint.analyzer.frameworks.hf_accelerate import precision_knob
 from speedlint.analyzer.frameworks.lightning import mixed_spelling
+from speedlint.analyzer.providers.default_sites import default_site, report_default
 from speedlint.analyzer.providers.frameworks import TrainerConfig, TrainerRun, trainer_configs, trainer_runs
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, MEDIUM, UNSAFE, Fix, Impact, Rule
 
@@ -33,6 +34,12 @@ class Fp32TrainingStep(Rule):
     constructor), and on the command-line option's default when the value comes from one
     (`precision=args.precision` with `default=32`); a CPU-only trainer (`accelerator="cpu"`,
     Lightning 1.x without `gpus`) is not. See docs/frameworks.md for where each value is read.
+
+    AMP behind an opt-in option that defaults off is also reported on the option's default when
+    this file declares it (`--use_amp` declared in `main.py` and read as `self.args.use_amp` in
+    another module is reported where it is read only); an autocast under a branch that never runs on the CUDA path
+    (`if hasattr(self, "scaler") and ...` for an attribute nothing sets, a CPU-only branch) does
+    not cover the step.
 
     ## Why is this slow?
     Without autocast every matmul and convolution runs in FP32. Tensor cores run float16/bfloat16
@@ -155,6 +162,8 @@ class Fp32TrainingStep(Rule):
             if p.opt_in is not None:
                 fix = Fix.advice(f"Turn `{p.opt_in}` on by default (AMP is already written), or pass it on the command line")
             self.report(p.anchor if p.anchor is not None else loop, message, fix=fix, impact=impact)
+            if p.opt_in is not None:  # the line the user edits: where the option's default is written
+                report_default(self, default_site(ctx, p.opt_in_value), message, p.anchor if p.anchor is not None else loop, fix=fix, impact=impact)
 
     # -- a framework's precision knob (speedlint.analyzer.providers.frameworks) -----------------
     def _framework_run(self, run: TrainerRun) -> None:

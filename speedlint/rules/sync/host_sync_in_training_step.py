@@ -7,6 +7,7 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
+from speedlint.analyzer.providers.branches import off_gpu_path
 from speedlint.analyzer.providers.feedback import feeds_next_iteration
 from speedlint.analyzer.providers.frameworks import metric_sync
 from speedlint.analyzer.providers.host_use import DECISION, LIBRARY, HostUse, host_use
@@ -116,6 +117,10 @@ class HostSyncInTrainingStep(Rule):
     `no_grad` or after `.eval()` with no loop over batches, such as a full-graph `test()`) is
     reported with low impact, once per epoch. After a loop over evaluation batches, one copy of
     the gathered results is what the advice asks for, and is not flagged.
+
+    Reads of host values are not syncs: `.cpu()` results a helper returns (also unpacked from a
+    tuple), comparisons and `.values` of them, code under `if x.device.type == "cpu":` (or the
+    `else` of `== "cuda"`) and under `hasattr(self, "name") and ...` for an attribute nothing sets.
 
     ## Why is this slow?
     CUDA runs asynchronously: the host queues kernels and moves on. Reading a value on the host
@@ -685,8 +690,11 @@ class HostSyncInTrainingStep(Rule):
         return kinds == {CPU}
 
     def _rarely_run(self, node: cst.CSTNode, boundary: cst.CSTNode) -> bool:
-        """A branch between `node` and `boundary` that is not taken on every iteration."""
+        """A branch between `node` and `boundary` that is not taken on every iteration (or never
+        on the CUDA path: `if x.device.type == "cpu":`, `if hasattr(self, "never_set") and ...`)."""
         facts = self.ctx.torch
+        if off_gpu_path(self.ctx, node, boundary):
+            return True
         child: cst.CSTNode = node
         for a in facts.ancestors(node):
             if a is boundary:
