@@ -318,6 +318,11 @@ class LoaderFacts:
             if is_dataloader(self.ctx, expr):
                 return {expr}
             found: Set[cst.Call] = set()
+            inner = self.unwrap(expr)  # `pbar = tqdm(loader)`, `batches = prefetch(loader)`
+            if inner != [expr]:
+                for e in inner:
+                    found |= self.origins(e)
+                return found
             for fn in self.ctx.torch.resolve_call(expr):
                 found |= self.returns.get(fn, set())
             return found

@@ -97,12 +97,13 @@ class BlockingHostToDeviceCopy(Rule):
         level = self._level(node)
         if level is None or placed_by_framework(self.ctx, func.value):
             return  # (a loader prepared by a framework already placed the batch: a no-op move)
-        origin = info.batch_origin(func.value)
+        origin = info.batch_origins(func.value)
         if origin is not None:
-            loader, whole = origin
-            if not self._pinned(loader) or not self._accepts_non_blocking(loader, whole):
+            loaders, whole = origin
+            pinned = [loader for loader in loaders if self._pinned(loader)]
+            if not pinned or not all(self._accepts_non_blocking(loader, whole) for loader in loaders):
                 return
-            where = f"line {self.ctx.position(loader).start.line}"
+            where = f"line {self.ctx.position(pinned[0]).start.line}"
         else:
             where = self._pinned_elsewhere(func.value)  # a loader built in another module
             if where is None:
