@@ -422,9 +422,10 @@ class LoaderFacts:
                 if isinstance(loop, cst.For):
                     changed |= self._bind_loop_target(loop.target, loop.iter)
             for call in f.calls:
-                args = [(i, a) for i, a in enumerate(call.args)]
-                loaders = [(i, a, self.origins(a.value)) for i, a in args if not a.star]
-                loaders = [x for x in loaders if x[2]]
+                # an argument that is a loader, or a tuple/list/dict holding loaders (`[train_loader,
+                # eval_loader]`, unpacked in the callee): the parameter gets them
+                loaders = [(a, self.origins(a.value), self.members_of(a.value)) for a in call.args if not a.star]
+                loaders = [x for x in loaders if x[1] or x[2]]
                 if not loaders:
                     continue
                 for fn in f.resolve_call(call):
@@ -437,13 +438,17 @@ class LoaderFacts:
                         offset = 0 if bound_by_class else 1
                     by_name = {p.name.value: p for p in params + list(fn.params.kwonly_params)}
                     positional = [a for a in call.args if a.keyword is None and not a.star]
-                    for _, arg, calls in loaders:
+                    for arg, calls, members in loaders:
                         if arg.keyword is not None:
                             param = by_name.get(arg.keyword.value)
                         else:
                             idx = positional.index(arg) + offset
                             param = params[idx] if idx < len(params) else None
-                        if param is not None:
+                        if param is None:
+                            continue
+                        if members:
+                            changed |= self._add_members(self.members.setdefault(("name", fn, param.name.value), {}), members)
+                        if calls:
                             changed |= self._add(("name", fn, param.name.value), calls)
                             self.passes.setdefault((fn, param.name.value), {})[call] = arg
             if not changed:
