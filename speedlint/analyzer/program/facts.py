@@ -282,11 +282,13 @@ class ProgramFacts(Hotness):
                         got = table.setdefault(call[C_LINE], {})
                         for k, v in call[C_KWS].items():
                             got.setdefault(k, v)
-            # keywords read out of `**kwargs` dicts (`loader_program._splat_keywords`)
-            for at, kws in ((m.summary.get("loaders") or {}).get("splat_kws") or {}).items():
+            # keywords read out of `**kwargs` dicts (`loader_summary._splat_keywords`), and
+            # `pin_memory=` true on the GPU path (`loader_summary._pinned_on_gpu`)
+            facts = m.summary.get("loaders") or {}
+            for at, kws in (*(facts.get("splat_kws") or {}).items(), *(facts.get("pin_kws") or {}).items()):
                 got = table.setdefault(int(at), {})
                 for k, v in kws.items():
-                    got.setdefault(k, v)
+                    got[k] = v if got.get(k) is None else got[k]
         return table.get(line, {})
 
     def _called_from_other_modules(self) -> Set[int]:

@@ -649,6 +649,32 @@ class Flow:
             return None
         return None
 
+    def batch_loop(self, expr: cst.BaseExpression) -> Optional[Tuple[Binding, bool]]:
+        """The `for` binding whose loop variable `expr` is (a part of), and whether `expr` is that
+        variable whole: followed through subscripts and attributes (`batch["x"]`), `.items()` /
+        `.values()`, comprehension variables (`[b.to(device) for b in batch[1:]]`) and names
+        assigned from such (`x = batch[0]`, `x, y = batch`)."""
+        whole = True
+        for _ in range(8):
+            if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("items", "values") and not expr.args:
+                expr, whole = expr.func.value, False
+            root = expr
+            while isinstance(root, (cst.Subscript, cst.Attribute)):
+                root = root.value
+            if not isinstance(root, cst.Name):
+                return None
+            whole = whole and root is expr
+            b = self.binding(root)
+            if b is None:
+                return None
+            if b.kind == "for":
+                return b, whole and not b.path
+            value = self.value_at(b) if b.kind == "assign" else b.value if b.kind == "comp" else None
+            if value is None:
+                return None
+            expr, whole = value, whole and b.kind == "assign" and not b.path
+        return None
+
     def _iterated(self, expr: Optional[cst.BaseExpression], depth: int) -> Optional[Tuple[List[cst.Call], bool]]:
         loaders = self.loaders_of_iterable(expr, depth + 1)
         return (loaders, False) if loaders else None

@@ -12,6 +12,7 @@ from speedlint.analyzer.fixes import with_keyword
 from speedlint.analyzer.rule import LOW, MEDIUM, SAFE, Fix, Impact, Rule
 from speedlint.analyzer.providers.flow import flow
 from speedlint.analyzer.providers.loaders import kwarg
+from speedlint.analyzer.vocabulary import PINNED_ON_GPU
 
 _TRUE = cst.Name("True")
 
@@ -123,19 +124,14 @@ class BlockingHostToDeviceCopy(Rule):
         loops = seeds.project.get("pinned_loops") if seeds is not None else None
         if not loops:
             return None
-        root = expr
-        while isinstance(root, (cst.Subscript, cst.Attribute)):
-            root = root.value
-        if not isinstance(root, cst.Name):
+        found = flow(self.ctx).batch_loop(expr)  # also `[b.to(device) for b in batch[1:]]`
+        if found is None:
             return None
-        b = flow(self.ctx).binding(root)
-        if b is None or b.kind != "for":
-            return None
+        b, whole = found
         entry = loops.get(str(self.ctx.position(b.site).start.line))
         if entry is None:
             return None
         where, collate = entry
-        whole = root is expr and not b.path
         return None if whole and collate else where
 
     def _level(self, node: cst.CSTNode) -> Optional[int]:
@@ -183,13 +179,15 @@ class BlockingHostToDeviceCopy(Rule):
         return self._mentions_cuda(expr)
 
     def _mentions_cuda(self, expr: cst.BaseExpression) -> bool:
-        """`torch.cuda.is_available()`, `device.type == "cuda"`, `use_cuda` bound to one of those."""
-        if "cuda" in self.ctx.code(expr).lower():
+        """`torch.cuda.is_available()`, `device.type == "cuda"`, `device != "cpu"`, `use_cuda` bound
+        to one of those (`vocabulary.PINNED_ON_GPU`: the program reads the same for loaders built
+        in other modules)."""
+        if PINNED_ON_GPU.search(self.ctx.code(expr)):
             return True
         if isinstance(expr, cst.Name):
             b = flow(self.ctx).binding(expr)
             if b is not None and b.kind == "assign" and b.value is not None:
-                return "cuda" in self.ctx.code(b.value).lower()
+                return bool(PINNED_ON_GPU.search(self.ctx.code(b.value)))
         return False
 
 
