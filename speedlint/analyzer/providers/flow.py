@@ -521,11 +521,6 @@ class Flow:
     def is_loader_call(self, node: cst.BaseExpression) -> bool:
         return isinstance(node, cst.Call) and self.ctx.matches(node.func, "torch.utils.data.DataLoader")
 
-    def loader_of_iterable(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> Optional[cst.Call]:
-        """The first (in source order) of `loaders_of_iterable`."""
-        found = self.loaders_of_iterable(expr, depth)
-        return found[0] if found else None
-
     def loaders_of_iterable(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> List[cst.Call]:
         """Every `DataLoader(...)` call an iterable (a loader, `enumerate(loader)`, `tqdm(loader)`,
         `pbar = tqdm(loader)`, a project generator over one, `self.train_data` set from a
@@ -589,13 +584,6 @@ class Flow:
         found = self.batch_origins(expr, depth)
         return found[0][0] if found else None
 
-    def batch_origin(
-        self, expr: Optional[cst.BaseExpression], depth: int = 0, whole: bool = True
-    ) -> Optional[Tuple[cst.Call, bool]]:
-        """The first loader of `batch_origins`, and whether `expr` is a whole batch."""
-        found = self.batch_origins(expr, depth, whole)
-        return (found[0][0], found[1]) if found else None
-
     def batch_origins(
         self, expr: Optional[cst.BaseExpression], depth: int = 0, whole: bool = True
     ) -> Optional[Tuple[List[cst.Call], bool]]:
@@ -633,8 +621,10 @@ class Flow:
                     it, path = args[index].value, path[1:]
                 loaders = self.loaders_of_iterable(it, depth + 1)
                 return (loaders, whole and not path) if loaders else None
-            if b.kind == "comp":
-                return self.batch_origins(b.value, depth + 1, False) or self._iterated(b.value, depth)
+            if b.kind == "comp":  # an element of a batch, or an item of the loader itself
+                got = self.batch_origins(b.value, depth + 1, False)
+                loaders = self.loaders_of_iterable(b.value, depth + 1) if got is None else []
+                return got or ((loaders, False) if loaders else None)
             if b.kind == "assign":
                 return self.batch_origins(self.value_at(b), depth + 1, whole and not b.path)
             if b.kind == "param" and b.function is not None and b.param is not None:
@@ -674,10 +664,6 @@ class Flow:
                 return None
             expr, whole = value, whole and b.kind == "assign" and not b.path
         return None
-
-    def _iterated(self, expr: Optional[cst.BaseExpression], depth: int) -> Optional[Tuple[List[cst.Call], bool]]:
-        loaders = self.loaders_of_iterable(expr, depth + 1)
-        return (loaders, False) if loaders else None
 
     # -- devices -----------------------------------------------------------------------------
     def device_kind(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> str:

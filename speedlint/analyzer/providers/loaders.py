@@ -10,10 +10,13 @@ the `FileContext` (`loader_facts(ctx)`).
 * what reaches each keyword (`kwarg`): by keyword, position, `**kwargs` built in several ways
   (a keyword some way leaves out has the DataLoader default), the partial's keywords, the
   subclass's defaults, a config file the code reads (`ctx.config_values`);
-* which expressions refer to which loader call: names and `self.x` attributes it is assigned to,
-  tuples, lists and dicts holding it (also returned by a helper: `train_set, train_loader =
-  get_data()`), loop variables over such containers, parameters of same-file functions it is
-  passed to, same-file helpers returning it;
+* which expressions refer to which loader call (the identity every loader rule reads, SPD202
+  through `Flow.loaders_of_iterable`): names and `self.x` attributes it is assigned to (also
+  from a constructor's parameter), a wrapper bound to a name (`pbar = tqdm(loader)`, a project
+  generator), tuples, lists and dicts holding it (also returned by a helper, on every branch:
+  `train_set, train_loader = get_data()`), loop variables over such containers, parameters of
+  same-file functions it is passed to (alone or in a list: `[train_loader, eval_loader]`, also
+  nested functions), same-file helpers returning it;
 * where each loader is iterated (`for b in loader`, `enumerate(loader)`, `tqdm(loader)`, `zip(...)`,
   `itertools.cycle`, a project generator that yields what it iterates) and where it is read with
   `next(iter(loader))` or `next(it)`;

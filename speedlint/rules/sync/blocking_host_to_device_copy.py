@@ -25,11 +25,16 @@ class BlockingHostToDeviceCopy(Rule):
     The batch is followed from the loop over the loader (`for x, y in loader`,
     `enumerate(loader)`, `tqdm(loader)`, `next(iter(loader))`, `self.train_loader`), through
     tuple unpacking, indexing, `batch.items()` and comprehensions, and into same-file helpers
-    the batch is passed to. `pin_memory` is read like SPD102 reads it, also out of a `**kwargs`
-    dict (in this module, or the one that builds a loader iterated here): a dict that pins only
-    when CUDA is used (`if use_cuda: kwargs.update(pin_memory=True)`, `{...} if use_cuda else {}`)
-    counts as pinned, since that is where the copy costs. A dict that cannot be read (built by a
-    function, passed in, `**vars(args)`) says nothing.
+    the batch is passed to. Which loader a loop runs is the identity SPD102 and SPD103 read
+    too: a loader stored on `self` from a constructor argument, wrapped by a project generator
+    or by a `tqdm` bound to a name, returned in a tuple on either branch of an `if`, passed to a
+    nested function or in a list; a copy of batches that may come from several loaders is
+    flagged when one of them pins memory. `pin_memory` is read like SPD102 reads it, also out
+    of a `**kwargs` dict (in this module, or the one that builds a loader iterated here): a
+    dict that pins only when CUDA is used (`if use_cuda: kwargs.update(pin_memory=True)`,
+    `{...} if use_cuda else {}`), and `pin_memory=(device != "cpu")`, count as pinned, since
+    that is where the copy costs. A dict that cannot be read (built by a function, passed in,
+    `**vars(args)`) says nothing.
 
     ## Why is this slow?
     Pinning is only half of the job: a copy from pinned memory without `non_blocking=True` still
