@@ -183,12 +183,14 @@ class ProgramFacts(Hotness):
                     if moved:
                         facts.setdefault("moved", where)
                 # a loader built in another module that pins memory: its batches here are in
-                # pinned memory (what `non_blocking=True` needs), unless a loader may not pin
+                # pinned memory (what `non_blocking=True` needs); of several loaders, one that pins
+                # is enough (as SPD202 reads a loop over this module's own loaders)
                 built = [tuple(map(int, o.split(":")[1:])) for o in loaders]
                 if all(lmid != mid for lmid, _ in built):
                     kws = [self._loader_kws(lmid, line) for lmid, line in built]
-                    if kws and all(k.get("pin_memory") == ("k", True) for k in kws):
-                        lmid, line = built[0]
+                    pinned = [b for b, k in zip(built, kws) if k.get("pin_memory") == ("k", True)]
+                    if pinned:
+                        lmid, line = pinned[0]
                         self.pinned_loops.setdefault(mid, {})[str(lp["line"])] = [
                             f"{p.modules[lmid].shown}:{line}", any("collate_fn" in k for k in kws),
                         ]
