@@ -283,6 +283,8 @@ class LoaderFacts:
         self.ret_members: Dict[cst.FunctionDef, Dict[Any, Set[cst.Call]]] = {}
         #: (function, parameter) -> the calls of this file passing it a loader, with that argument
         self.passes: Dict[Tuple[cst.FunctionDef, str], Dict[cst.Call, cst.Arg]] = {}
+        #: class -> the classes of this file it inherits from (`_family`, on demand)
+        self._above: Optional[Dict[cst.ClassDef, Set[cst.ClassDef]]] = None
         self._collect = _Collect()
         fast_visit(ctx.module, self._collect)
         if self.calls:
@@ -337,8 +339,38 @@ class LoaderFacts:
             if index is not None:
                 return set(members.get(index, ()))
             return {c for calls in members.values() for c in calls}
+        found = set()
+        for key in self._keys_of(expr):
+            found |= self.keys.get(key, set())
+        return found
+
+    def _keys_of(self, expr: cst.BaseExpression) -> List[Key]:
+        """The keys an expression reads: its own; for `self.x`, also `self.x` of the classes of
+        this file it inherits from or that inherit from it (`set_loaders()` of a base class)."""
         key = self._expr_key(expr)
-        return set(self.keys.get(key, ())) if key is not None else set()
+        if key is None:
+            return []
+        if key[0] != "self" or key[1] is None:
+            return [key]
+        return [key, *(("self", c, key[2]) for c in self._family(key[1]))]
+
+    def _family(self, cls: cst.ClassDef) -> Set[cst.ClassDef]:
+        """The classes of this file that `cls` inherits from, or that inherit from it."""
+        if self._above is None:
+            defs = self.ctx.torch.class_defs
+            self._above = {}
+            for c in (c for cs in defs.values() for c in cs):
+                seen: Set[cst.ClassDef] = set()
+                todo = [c]
+                while todo:
+                    for base in todo.pop().bases:
+                        for b in defs.get(dotted(base.value) or "", ()):
+                            if b not in seen and b is not c:
+                                seen.add(b)
+                                todo.append(b)
+                self._above[c] = seen
+        above = self._above.get(cls, set())
+        return above | {c for c, ups in self._above.items() if cls in ups}
 
     def members_of(self, expr: Optional[cst.BaseExpression]) -> Dict[Any, Set[cst.Call]]:
         """Member -> loaders of a tuple, list or dict that holds loaders (empty: none)."""
@@ -362,10 +394,9 @@ class LoaderFacts:
                 for k, calls in self.ret_members.get(fn, {}).items():
                     out.setdefault(k, set()).update(calls)
         elif expr is not None:
-            key = self._expr_key(expr)
-            if key is not None:
+            for key in self._keys_of(expr):
                 for k, calls in self.members.get(key, {}).items():
-                    out[k] = set(calls)
+                    out.setdefault(k, set()).update(calls)
         return out
 
     def _add_members(self, into: Dict[Any, Set[cst.Call]], members: Dict[Any, Set[cst.Call]]) -> bool:
@@ -431,7 +462,7 @@ class LoaderFacts:
                 loaders = [x for x in loaders if x[1] or x[2]]
                 if not loaders:
                     continue
-                for fn in f.resolve_call(call):
+                for fn in f.resolve_call(call) or self._instance_methods(call):
                     params = list(fn.params.posonly_params) + list(fn.params.params)
                     offset = 0
                     if f.function_class.get(fn) is not None and not any(
@@ -457,6 +488,24 @@ class LoaderFacts:
             if not changed:
                 break
 
+    def _instance_methods(self, call: cst.Call) -> List[cst.FunctionDef]:
+        """`trainer.set_loaders(train, val)` where `trainer` is only ever bound to an instance of a
+        class of this file (`trainer = Trainer(model)`): the method it runs."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+            return []
+        key = self.name_key(func.value)
+        bound = self.ctx.values.index.binds.get((key[1], key[2]), [])
+        f = self.ctx.torch
+        if not bound or not all(isinstance(b, cst.Call) and isinstance(b.func, cst.Name) and len(f.class_defs.get(b.func.value, ())) == 1 for b in bound):
+            return []
+        found: List[cst.FunctionDef] = []
+        for b in bound:
+            for fn in f._methods_in_hierarchy(f.class_defs[b.func.value][0], func.attr.value):  # type: ignore[attr-defined]
+                if fn not in found:
+                    found.append(fn)
+        return found
+
     def _bind_loop_target(self, target: cst.BaseExpression, it: cst.BaseExpression) -> bool:
         """A loop whose variable takes each loader of a container in turn."""
         if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and it.func.attr.value in ("values", "items") and not it.args:
@@ -474,6 +523,8 @@ class LoaderFacts:
     def unwrap(self, expr: cst.BaseExpression) -> List[cst.BaseExpression]:
         """`enumerate(tqdm(loader))` -> [loader]; `zip(a, b)` -> [a, b]; a project generator
         that yields what it iterates (`metric_logger.log_every(loader, 10)`) -> [loader]."""
+        if isinstance(expr, cst.NamedExpr):  # `for b in (pbar := tqdm(loader))`
+            return self.unwrap(expr.value)
         if isinstance(expr, cst.Call):
             name = dotted(expr.func) or ""
             tail = name.rsplit(".", 1)[-1]
