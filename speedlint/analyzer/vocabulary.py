@@ -113,6 +113,10 @@ LOADER_FAMILIES: Dict[str, Dict[str, int]] = {
 LOADER_TRIGGERS = ("Loader", "Sampler")
 #: The last parts of the loader classes' names (the `ast` pre-look).
 LOADER_TAILS = tuple(sorted({q.rsplit(".", 1)[-1] for q in LOADER_FAMILIES}))
+#: A `pin_memory=` expression (its source text) that is true on the GPU path: it names CUDA or a
+#: GPU (`torch.cuda.is_available()`, `use_cuda`, `args.gpu`), or compares a device with "cpu" by
+#: `!=` (`device != "cpu"`). Pinned where the copy to the GPU costs, which is what SPD202 asks.
+PINNED_ON_GPU = re.compile(r"cuda|gpu|!=\s*['\"]cpu['\"]|['\"]cpu['\"]\s*!=", re.I)
 #: Loader classes by the last part of their name, for the program model (which sees names, not
 #: imports): the families above, and torch_geometric's `NeighborSampler` (a loader whose
 #: parameters are its own: no position of a `DataLoader` parameter is known).

@@ -118,25 +118,10 @@ def batch_of_prepared_loader(ctx: "FileContext", expr: cst.BaseExpression) -> bo
     prepared = prepared_loaders(ctx)
     if not prepared:
         return False
-    root = expr
-    while isinstance(root, (cst.Subscript, cst.Attribute)):
-        root = root.value
-    if not isinstance(root, cst.Name):
+    found = flow(ctx).batch_loop(expr)  # `x, y = batch`, `[b.to(device) for b in batch]` after `for batch in loader:`
+    if found is None:
         return False
-    info = flow(ctx)
-    seen: Set[str] = set()
-    while root.value not in seen:  # `x, y = batch` after `for batch in loader:`
-        seen.add(root.value)
-        b = info.binding(root)
-        if b is None:
-            return False
-        if b.kind == "for":
-            it = b.value
-            while isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value in ("enumerate", "tqdm", "iter") and it.args:
-                it = it.args[0].value
-            return isinstance(it, cst.Name) and it.value in prepared
-        value = info.value_at(b) if b.kind == "assign" else None
-        if not isinstance(value, cst.Name):
-            return False
-        root = value
-    return False
+    it = found[0].value
+    while isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value in ("enumerate", "tqdm", "iter") and it.args:
+        it = it.args[0].value
+    return isinstance(it, cst.Name) and it.value in prepared

@@ -186,12 +186,14 @@ class ProgramFacts(Hotness):
                     if moved:
                         facts.setdefault("moved", where)
                 # a loader built in another module that pins memory: its batches here are in
-                # pinned memory (what `non_blocking=True` needs), unless a loader may not pin
+                # pinned memory (what `non_blocking=True` needs); of several loaders, one that pins
+                # is enough (as SPD202 reads a loop over this module's own loaders)
                 built = [tuple(map(int, o.split(":")[1:])) for o in loaders]
                 if all(lmid != mid for lmid, _ in built):
                     kws = [self._loader_kws(lmid, line) for lmid, line in built]
-                    if kws and all(k.get("pin_memory") == ("k", True) for k in kws):
-                        lmid, line = built[0]
+                    pinned = [b for b, k in zip(built, kws) if k.get("pin_memory") == ("k", True)]
+                    if pinned:
+                        lmid, line = pinned[0]
                         self.pinned_loops.setdefault(mid, {})[str(lp["line"])] = [
                             f"{p.modules[lmid].shown}:{line}", any("collate_fn" in k for k in kws),
                         ]
@@ -285,11 +287,13 @@ class ProgramFacts(Hotness):
                         got = table.setdefault(call[C_LINE], {})
                         for k, v in call[C_KWS].items():
                             got.setdefault(k, v)
-            # keywords read out of `**kwargs` dicts (`loader_program._splat_keywords`)
-            for at, kws in ((m.summary.get("loaders") or {}).get("splat_kws") or {}).items():
+            # keywords read out of `**kwargs` dicts (`loader_summary._splat_keywords`), and
+            # `pin_memory=` true on the GPU path (`loader_summary._pinned_on_gpu`)
+            facts = m.summary.get("loaders") or {}
+            for at, kws in (*(facts.get("splat_kws") or {}).items(), *(facts.get("pin_kws") or {}).items()):
                 got = table.setdefault(int(at), {})
                 for k, v in kws.items():
-                    got.setdefault(k, v)
+                    got[k] = v if got.get(k) is None else got[k]
         return table.get(line, {})
 
     def _called_from_other_modules(self) -> Set[int]:

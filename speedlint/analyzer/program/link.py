@@ -206,6 +206,7 @@ class Program:
         self._used: Dict[int, FrozenSet[str]] = {}
         self._method_memo: Dict[Tuple[int, str, bool], Optional[int]] = {}
         self._attr_memo: Dict[Tuple[str, str], FrozenSet[str]] = {}
+        self._nested_memo: Dict[Tuple[int, str], FrozenSet[str]] = {}  # (function, name) -> a def inside
         #: (module id, name, level) of a relative import, (folder, root, name) of an absolute one
         self._module_memo: Dict[Tuple[Any, str, Any], Optional[int]] = {}
         self._module_class_memo: Dict[int, bool] = {}
@@ -599,6 +600,9 @@ class Program:
                         ofn = self.functions[ofid][1]
                         if name in ofn["assign"]:
                             return self._outer_name(ofid, name)
+                nested = self._nested_def(mid, fid, name)
+                if nested:
+                    return nested
             got = self.symbol(mid, name)
             if self._reads is not None:
                 self._reads.setdefault(("s", mid, name), got)
@@ -654,6 +658,28 @@ class Program:
         if tag == "imp":  # `importlib.import_module(args.model)`: each module it may load
             return {f"M:{c}" for c in plugin_modules(self, mid, expr[1])}
         return set()
+
+    def _nested_def(self, mid: int, fid: int, name: str) -> Set[str]:
+        """A function defined inside `fid` or one of the functions around it (`def main(): def
+        one_epoch(loader): ...; one_epoch(train_loader)`): what the name calls."""
+        key = (fid, name)
+        got = self._nested_memo.get(key)
+        if got is None:
+            got = _NOTHING
+            by_q = self.modules[mid].fids_by_q
+            cur: Optional[int] = fid
+            for _ in range(8):
+                if cur is None:
+                    break
+                fn = self.functions[cur][1]
+                found = by_q.get(f"{fn['q']}.{name}")
+                if found:
+                    got = frozenset(f"F:{f}" for f in found)
+                    break
+                outer = fn.get("outer")
+                cur = by_q[outer][0] if outer is not None and by_q.get(outer) else None
+            self._nested_memo[key] = got
+        return got  # type: ignore[return-value]
 
     def _attr(self, obj: str, name: str) -> Set[str]:
         key = (obj, name)

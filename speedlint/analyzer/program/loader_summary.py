@@ -17,6 +17,7 @@ from speedlint.analyzer.sources import source_lines
 from speedlint.analyzer.vocabulary import DISTRIBUTED as _DISTRIBUTED
 from speedlint.analyzer.vocabulary import DISTRIBUTED_HINTS as _DISTRIBUTED_HINTS
 from speedlint.analyzer.vocabulary import LOADER_TRIGGERS as _LOADER_ENDINGS
+from speedlint.analyzer.vocabulary import PINNED_ON_GPU as _PINNED_ON_GPU
 from speedlint.analyzer.vocabulary import dotted_name
 
 _IN_MEMORY_CALLS = frozenset({"TensorDataset", "StackDataset"})
@@ -33,6 +34,10 @@ def loader_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
         splats = _splat_keywords(tree)
         if splats:
             out["splat_kws"] = splats
+    if "pin_memory" in text:
+        pins = _pinned_on_gpu(tree, text)
+        if pins:
+            out["pin_kws"] = pins
     if any(w in text for w in _DISTRIBUTED_HINTS) and _DISTRIBUTED.search(text):
         out["distributed"] = True
     if "cpu_count" in text or "sched_getaffinity" in text:
@@ -106,6 +111,28 @@ def _splat_keywords(tree: ast.Module) -> Dict[str, Dict[str, Any]]:
                         got["collate_fn"] = list(_NOT_FOLLOWED)
                     if got:
                         out[str(call.lineno)] = got
+    return out
+
+
+def _pinned_on_gpu(tree: ast.Module, text: str) -> Dict[str, Dict[str, Any]]:
+    """call line -> `{"pin_memory": ["k", True]}` for the loader calls whose `pin_memory=` is
+    true on the GPU path (`PINNED_ON_GPU`: `device != "cpu"`, `torch.cuda.is_available()`, a
+    name that the function binds only to such an expression): pinned where a blocking copy to the
+    GPU costs (`Hotness.loader_uses`, for loops over the loader in other modules)."""
+    out: Dict[str, Dict[str, Any]] = {}
+    scopes = _Scopes(tree)
+    for scope, statements in scopes.statements.items():
+        for stmt, _ in statements:
+            for call in _own_calls(stmt):
+                name = dotted_name(call.func)
+                pin = next((k.value for k in call.keywords if k.arg == "pin_memory"), None)
+                if pin is None or isinstance(pin, ast.Constant) or name is None or not name.endswith(_LOADER_ENDINGS):
+                    continue
+                values: List[ast.expr] = [pin]
+                if isinstance(pin, ast.Name) and not _PINNED_ON_GPU.search(pin.id):  # `pin = device != "cpu"`
+                    values = scopes.values_of(pin.id, scope)
+                if values and all(_PINNED_ON_GPU.search(ast.get_source_segment(text, v) or "") for v in values):
+                    out[str(call.lineno)] = {"pin_memory": ["k", True]}
     return out
 
 
@@ -200,6 +227,18 @@ class _Scopes:
                         changes.setdefault(func.value.id, []).append((call.lineno, ("update", call), guards))
                     elif func.attr in _MUTATORS:
                         changes.setdefault(func.value.id, []).append((call.lineno, ("unknown",), guards))
+
+    def values_of(self, name: str, scope: Any) -> List[ast.expr]:
+        """What a name is bound to in its scope (the function, else the module): [] when some
+        binding is not an assignment of a value (a parameter, a loop variable, an unpacking)."""
+        if scope is not None and name in self.params.get(scope, ()):
+            return []
+        self._index(scope)
+        if scope is not None and name not in self._binds[scope]:
+            scope = None
+            self._index(scope)
+        bound = self._binds[scope].get(name) or []
+        return [v for v, _ in bound] if bound and all(v is not None for v, _ in bound) else []  # type: ignore[misc]
 
     def read(self, expr: ast.expr, scope: Any, depth: int) -> Optional[List[_Dict]]:
         """The dicts `expr` may be (None: not a dict this module builds, or too many ways)."""

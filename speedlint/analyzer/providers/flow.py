@@ -16,6 +16,7 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 import libcst as cst
 
 from speedlint.analyzer.context import FileContext
+from speedlint.analyzer.providers.loaders import is_dataloader, loader_facts
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.walk import visit as fast_visit
 from speedlint.analyzer.vocabulary import DTYPES
@@ -278,6 +279,7 @@ class Flow:
         self._project_models: Set[str] = set(seeds.project.get("models", ())) if seeds is not None else set()
         self._callers: Dict[cst.FunctionDef, List[cst.Call]] = {}
         self._submodule_callers: Dict[cst.FunctionDef, List[cst.Call]] = {}
+        self._builds_loaders: Optional[bool] = None
 
     # -- bindings ----------------------------------------------------------------------------
     def _scopes(self, node: cst.CSTNode, name: str) -> Iterator[Scope]:
@@ -519,70 +521,88 @@ class Flow:
     def is_loader_call(self, node: cst.BaseExpression) -> bool:
         return isinstance(node, cst.Call) and self.ctx.matches(node.func, "torch.utils.data.DataLoader")
 
-    def loader_of_iterable(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> Optional[cst.Call]:
-        """The `DataLoader(...)` call an iterable (loader, `enumerate(loader)`, `tqdm(loader)` ...) runs."""
+    def loaders_of_iterable(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> List[cst.Call]:
+        """Every `DataLoader(...)` call an iterable (a loader, `enumerate(loader)`, `tqdm(loader)`,
+        `pbar = tqdm(loader)`, a project generator over one, `self.train_data` set from a
+        constructor argument, an element of the tuple a helper returns on either branch ...) may
+        run, in source order. The loader identity is the one every loader rule reads
+        (`providers.loaders.LoaderFacts`); this file's bindings add a `with` target and a
+        parameter's default."""
+        found: Set[cst.Call] = set()
+        if expr is not None and self._loader_file():
+            facts = loader_facts(self.ctx)
+            for e in facts.unwrap(expr):
+                found |= facts.origins(e)
+        self._walk_loaders(expr, depth, found)
+        return sorted(found, key=self._source_order)
+
+    def _loader_file(self) -> bool:
+        """This file builds a data loader (memoised): the shared loader facts have something to say."""
+        if self._builds_loaders is None:
+            self._builds_loaders = any(is_dataloader(self.ctx, c) for c in self.facts.calls)
+        return self._builds_loaders
+
+    def _source_order(self, call: cst.Call) -> Tuple[int, int]:
+        start = self.ctx.position(call).start
+        return (start.line, start.column)
+
+    def _walk_loaders(self, expr: Optional[cst.BaseExpression], depth: int, out: Set[cst.Call]) -> None:
         if expr is None or depth > 8:
-            return None
+            return
         if isinstance(expr, cst.Call):
             if self.is_loader_call(expr):
-                return expr
+                out.add(expr)
+                return
             name = dotted(expr.func) or ""
             short = name.rsplit(".", 1)[-1]
             if short in ("enumerate", "iter", "tqdm", "trange", "zip", "track", "progress_bar", "islice", "cycle") and expr.args:
                 for arg in expr.args:
                     if arg.keyword is None and not arg.star:
-                        found = self.loader_of_iterable(arg.value, depth + 1)
-                        if found is not None:
-                            return found
-                return None
+                        self._walk_loaders(arg.value, depth + 1, out)
+                return
             for value in self.returns(expr):
-                found = self.loader_of_iterable(value, depth + 1)
-                if found is not None:
-                    return found
-            return None
+                self._walk_loaders(value, depth + 1, out)
+            return
         if isinstance(expr, cst.Name):
             b = self.binding(expr)
             if b is None:
-                return None
+                return
             if b.kind in ("assign", "with"):
-                return self.loader_of_iterable(b.value if b.kind == "with" else self.value_at(b), depth + 1)
-            if b.kind == "param" and b.function is not None and b.param is not None:
+                self._walk_loaders(b.value if b.kind == "with" else self.value_at(b), depth + 1, out)
+            elif b.kind == "param" and b.function is not None and b.param is not None:
                 for call in self.callers(b.function):
-                    found = self.loader_of_iterable(self.argument_for(call, b.function, b.param), depth + 1)
-                    if found is not None:
-                        return found
-                return self.loader_of_iterable(b.param.default, depth + 1) if b.param.default else None
-            return None
+                    self._walk_loaders(self.argument_for(call, b.function, b.param), depth + 1, out)
+                if b.param.default:
+                    self._walk_loaders(b.param.default, depth + 1, out)
+            return
         if isinstance(expr, cst.Attribute):
             for value in self.self_writes(expr):
-                found = self.loader_of_iterable(value, depth + 1)
-                if found is not None:
-                    return found
-        return None
+                self._walk_loaders(value, depth + 1, out)
 
     def loader_of_batch(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> Optional[cst.Call]:
         """The `DataLoader(...)` whose batches `expr` is (a part of)."""
-        found = self.batch_origin(expr, depth)
-        return found[0] if found else None
+        found = self.batch_origins(expr, depth)
+        return found[0][0] if found else None
 
-    def batch_origin(
+    def batch_origins(
         self, expr: Optional[cst.BaseExpression], depth: int = 0, whole: bool = True
-    ) -> Optional[Tuple[cst.Call, bool]]:
-        """The `DataLoader(...)` whose batches `expr` is (a part of), and whether `expr` is a
-        whole batch as the loader yields it (True) or an element taken out of one (False)."""
+    ) -> Optional[Tuple[List[cst.Call], bool]]:
+        """The `DataLoader(...)` calls whose batches `expr` may be (a part of), in source order, and
+        whether `expr` is a whole batch as the loader yields it (True) or an element taken out of
+        one (False)."""
         if expr is None or depth > 10:
             return None
         if isinstance(expr, (cst.Subscript, cst.Attribute)) and not (
             isinstance(expr, cst.Attribute) and dotted(expr.value) == "self"
         ):
-            return self.batch_origin(expr.value, depth + 1, False)
+            return self.batch_origins(expr.value, depth + 1, False)
         if isinstance(expr, cst.Call):
             func = expr.func
             if isinstance(func, cst.Name) and func.value == "next" and expr.args:
-                loader = self.loader_of_iterable(expr.args[0].value, depth + 1)
-                return (loader, whole) if loader is not None else None
+                loaders = self.loaders_of_iterable(expr.args[0].value, depth + 1)
+                return (loaders, whole) if loaders else None
             if isinstance(func, cst.Attribute) and func.attr.value in ("items", "values") and not expr.args:
-                return self.batch_origin(func.value, depth + 1, False)
+                return self.batch_origins(func.value, depth + 1, False)
             return None
         if isinstance(expr, cst.Name):
             b = self.binding(expr)
@@ -599,23 +619,51 @@ class Flow:
                     if index >= len(args):
                         return None
                     it, path = args[index].value, path[1:]
-                loader = self.loader_of_iterable(it, depth + 1)
-                return (loader, whole and not path) if loader is not None else None
-            if b.kind == "comp":
-                return self.batch_origin(b.value, depth + 1, False) or self._iterated(b.value, depth)
+                loaders = self.loaders_of_iterable(it, depth + 1)
+                return (loaders, whole and not path) if loaders else None
+            if b.kind == "comp":  # an element of a batch, or an item of the loader itself
+                got = self.batch_origins(b.value, depth + 1, False)
+                loaders = self.loaders_of_iterable(b.value, depth + 1) if got is None else []
+                return got or ((loaders, False) if loaders else None)
             if b.kind == "assign":
-                return self.batch_origin(self.value_at(b), depth + 1, whole and not b.path)
+                return self.batch_origins(self.value_at(b), depth + 1, whole and not b.path)
             if b.kind == "param" and b.function is not None and b.param is not None:
+                found: Set[cst.Call] = set()
+                each_whole = True
                 for call in self.callers(b.function):
-                    found = self.batch_origin(self.argument_for(call, b.function, b.param), depth + 1, whole)
-                    if found is not None:
-                        return found
+                    got = self.batch_origins(self.argument_for(call, b.function, b.param), depth + 1, whole)
+                    if got is not None:
+                        found.update(got[0])
+                        each_whole = each_whole and got[1]
+                return (sorted(found, key=self._source_order), each_whole) if found else None
             return None
         return None
 
-    def _iterated(self, expr: Optional[cst.BaseExpression], depth: int) -> Optional[Tuple[cst.Call, bool]]:
-        loader = self.loader_of_iterable(expr, depth + 1)
-        return (loader, False) if loader is not None else None
+    def batch_loop(self, expr: cst.BaseExpression) -> Optional[Tuple[Binding, bool]]:
+        """The `for` binding whose loop variable `expr` is (a part of), and whether `expr` is that
+        variable whole: followed through subscripts and attributes (`batch["x"]`), `.items()` /
+        `.values()`, comprehension variables (`[b.to(device) for b in batch[1:]]`) and names
+        assigned from such (`x = batch[0]`, `x, y = batch`)."""
+        whole = True
+        for _ in range(8):
+            if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("items", "values") and not expr.args:
+                expr, whole = expr.func.value, False
+            root = expr
+            while isinstance(root, (cst.Subscript, cst.Attribute)):
+                root = root.value
+            if not isinstance(root, cst.Name):
+                return None
+            whole = whole and root is expr
+            b = self.binding(root)
+            if b is None:
+                return None
+            if b.kind == "for":
+                return b, whole and not b.path
+            value = self.value_at(b) if b.kind == "assign" else b.value if b.kind == "comp" else None
+            if value is None:
+                return None
+            expr, whole = value, whole and b.kind == "assign" and not b.path
+        return None
 
     # -- devices -----------------------------------------------------------------------------
     def device_kind(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> str:

@@ -10,10 +10,13 @@ the `FileContext` (`loader_facts(ctx)`).
 * what reaches each keyword (`kwarg`): by keyword, position, `**kwargs` built in several ways
   (a keyword some way leaves out has the DataLoader default), the partial's keywords, the
   subclass's defaults, a config file the code reads (`ctx.config_values`);
-* which expressions refer to which loader call: names and `self.x` attributes it is assigned to,
-  tuples, lists and dicts holding it (also returned by a helper: `train_set, train_loader =
-  get_data()`), loop variables over such containers, parameters of same-file functions it is
-  passed to, same-file helpers returning it;
+* which expressions refer to which loader call (the identity every loader rule reads, SPD202
+  through `Flow.loaders_of_iterable`): names and `self.x` attributes it is assigned to (also
+  from a constructor's parameter), a wrapper bound to a name (`pbar = tqdm(loader)`, a project
+  generator), tuples, lists and dicts holding it (also returned by a helper, on every branch:
+  `train_set, train_loader = get_data()`), loop variables over such containers, parameters of
+  same-file functions it is passed to (alone or in a list: `[train_loader, eval_loader]`, also
+  nested functions), same-file helpers returning it;
 * where each loader is iterated (`for b in loader`, `enumerate(loader)`, `tqdm(loader)`, `zip(...)`,
   `itertools.cycle`, a project generator that yields what it iterates) and where it is read with
   `next(iter(loader))` or `next(it)`;
@@ -298,6 +301,8 @@ class LoaderFacts:
         self.ret_members: Dict[cst.FunctionDef, Dict[Any, Set[cst.Call]]] = {}
         #: (function, parameter) -> the calls of this file passing it a loader, with that argument
         self.passes: Dict[Tuple[cst.FunctionDef, str], Dict[cst.Call, cst.Arg]] = {}
+        #: class -> the classes of this file it inherits from (`_family`, on demand)
+        self._above: Optional[Dict[cst.ClassDef, Set[cst.ClassDef]]] = None
         self._collect = _Collect()
         fast_visit(ctx.module, self._collect)
         if self.calls:
@@ -336,6 +341,11 @@ class LoaderFacts:
             if is_dataloader(self.ctx, expr):
                 return {expr}
             found: Set[cst.Call] = set()
+            inner = self.unwrap(expr)  # `pbar = tqdm(loader)`, `batches = prefetch(loader)`
+            if inner != [expr]:
+                for e in inner:
+                    found |= self.origins(e)
+                return found
             for fn in self.ctx.torch.resolve_call(expr):
                 found |= self.returns.get(fn, set())
             return found
@@ -347,8 +357,38 @@ class LoaderFacts:
             if index is not None:
                 return set(members.get(index, ()))
             return {c for calls in members.values() for c in calls}
+        found = set()
+        for key in self._keys_of(expr):
+            found |= self.keys.get(key, set())
+        return found
+
+    def _keys_of(self, expr: cst.BaseExpression) -> List[Key]:
+        """The keys an expression reads: its own; for `self.x`, also `self.x` of the classes of
+        this file it inherits from or that inherit from it (`set_loaders()` of a base class)."""
         key = self._expr_key(expr)
-        return set(self.keys.get(key, ())) if key is not None else set()
+        if key is None:
+            return []
+        if key[0] != "self" or key[1] is None:
+            return [key]
+        return [key, *(("self", c, key[2]) for c in self._family(key[1]))]
+
+    def _family(self, cls: cst.ClassDef) -> Set[cst.ClassDef]:
+        """The classes of this file that `cls` inherits from, or that inherit from it."""
+        if self._above is None:
+            defs = self.ctx.torch.class_defs
+            self._above = {}
+            for c in (c for cs in defs.values() for c in cs):
+                seen: Set[cst.ClassDef] = set()
+                todo = [c]
+                while todo:
+                    for base in todo.pop().bases:
+                        for b in defs.get(dotted(base.value) or "", ()):
+                            if b not in seen and b is not c:
+                                seen.add(b)
+                                todo.append(b)
+                self._above[c] = seen
+        above = self._above.get(cls, set())
+        return above | {c for c, ups in self._above.items() if cls in ups}
 
     def members_of(self, expr: Optional[cst.BaseExpression]) -> Dict[Any, Set[cst.Call]]:
         """Member -> loaders of a tuple, list or dict that holds loaders (empty: none)."""
@@ -372,10 +412,9 @@ class LoaderFacts:
                 for k, calls in self.ret_members.get(fn, {}).items():
                     out.setdefault(k, set()).update(calls)
         elif expr is not None:
-            key = self._expr_key(expr)
-            if key is not None:
+            for key in self._keys_of(expr):
                 for k, calls in self.members.get(key, {}).items():
-                    out[k] = set(calls)
+                    out.setdefault(k, set()).update(calls)
         return out
 
     def _add_members(self, into: Dict[Any, Set[cst.Call]], members: Dict[Any, Set[cst.Call]]) -> bool:
@@ -435,12 +474,13 @@ class LoaderFacts:
                 if isinstance(loop, cst.For):
                     changed |= self._bind_loop_target(loop.target, loop.iter)
             for call in f.calls:
-                args = [(i, a) for i, a in enumerate(call.args)]
-                loaders = [(i, a, self.origins(a.value)) for i, a in args if not a.star]
-                loaders = [x for x in loaders if x[2]]
+                # an argument that is a loader, or a tuple/list/dict holding loaders (`[train_loader,
+                # eval_loader]`, unpacked in the callee): the parameter gets them
+                loaders = [(a, self.origins(a.value), self.members_of(a.value)) for a in call.args if not a.star]
+                loaders = [x for x in loaders if x[1] or x[2]]
                 if not loaders:
                     continue
-                for fn in f.resolve_call(call):
+                for fn in f.resolve_call(call) or self._instance_methods(call):
                     params = list(fn.params.posonly_params) + list(fn.params.params)
                     offset = 0
                     if f.function_class.get(fn) is not None and not any(
@@ -450,17 +490,39 @@ class LoaderFacts:
                         offset = 0 if bound_by_class else 1
                     by_name = {p.name.value: p for p in params + list(fn.params.kwonly_params)}
                     positional = [a for a in call.args if a.keyword is None and not a.star]
-                    for _, arg, calls in loaders:
+                    for arg, calls, members in loaders:
                         if arg.keyword is not None:
                             param = by_name.get(arg.keyword.value)
                         else:
                             idx = positional.index(arg) + offset
                             param = params[idx] if idx < len(params) else None
-                        if param is not None:
+                        if param is None:
+                            continue
+                        if members:
+                            changed |= self._add_members(self.members.setdefault(("name", fn, param.name.value), {}), members)
+                        if calls:
                             changed |= self._add(("name", fn, param.name.value), calls)
                             self.passes.setdefault((fn, param.name.value), {})[call] = arg
             if not changed:
                 break
+
+    def _instance_methods(self, call: cst.Call) -> List[cst.FunctionDef]:
+        """`trainer.set_loaders(train, val)` where `trainer` is only ever bound to an instance of a
+        class of this file (`trainer = Trainer(model)`): the method it runs."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+            return []
+        key = self.name_key(func.value)
+        bound = self.ctx.values.index.binds.get((key[1], key[2]), [])
+        f = self.ctx.torch
+        if not bound or not all(isinstance(b, cst.Call) and isinstance(b.func, cst.Name) and len(f.class_defs.get(b.func.value, ())) == 1 for b in bound):
+            return []
+        found: List[cst.FunctionDef] = []
+        for b in bound:
+            for fn in f._methods_in_hierarchy(f.class_defs[b.func.value][0], func.attr.value):  # type: ignore[attr-defined]
+                if fn not in found:
+                    found.append(fn)
+        return found
 
     def _bind_loop_target(self, target: cst.BaseExpression, it: cst.BaseExpression) -> bool:
         """A loop whose variable takes each loader of a container in turn."""
@@ -479,6 +541,8 @@ class LoaderFacts:
     def unwrap(self, expr: cst.BaseExpression) -> List[cst.BaseExpression]:
         """`enumerate(tqdm(loader))` -> [loader]; `zip(a, b)` -> [a, b]; a project generator
         that yields what it iterates (`metric_logger.log_every(loader, 10)`) -> [loader]."""
+        if isinstance(expr, cst.NamedExpr):  # `for b in (pbar := tqdm(loader))`
+            return self.unwrap(expr.value)
         if isinstance(expr, cst.Call):
             name = dotted(expr.func) or ""
             tail = name.rsplit(".", 1)[-1]

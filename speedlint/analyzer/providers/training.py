@@ -293,7 +293,7 @@ class TorchFacts:
         """Same-module functions/methods a call may run (`f(...)`, `self.f(...)`, `Cls.f(...)`)."""
         func = call.func
         if isinstance(func, cst.Name):
-            found = list(self.functions.get(func.value, ()))
+            found = self._visible(list(self.functions.get(func.value, ())), call)
             if func.value in self.class_defs:  # constructing a class runs its __init__
                 for cls in self.class_defs[func.value]:
                     found += self.methods.get((cls.name.value, "__init__"), [])
@@ -311,6 +311,23 @@ class TorchFacts:
             elif owner_name in self.class_defs:
                 return list(self.methods.get((owner_name, func.attr.value), ()))
         return []
+
+    def _visible(self, found: List[cst.FunctionDef], call: cst.Call) -> List[cst.FunctionDef]:
+        """Of the functions a name may call, the ones Python's scoping gives the call: a function
+        nested in the innermost enclosing function that defines that name, else the module's
+        (two helpers `def one_epoch(dl)` nested in two functions are two functions)."""
+        if len(found) < 2:
+            return found
+        owners = {fn: self.enclosing_function(fn) for fn in found}
+        if all(o is None for o in owners.values()):
+            return found
+        for a in self.ancestors(call):
+            if isinstance(a, cst.FunctionDef):
+                inner = [fn for fn in found if owners[fn] is a]
+                if inner:
+                    return inner
+        outer = [fn for fn in found if owners[fn] is None]
+        return outer or found
 
     def _methods_in_hierarchy(self, cls: cst.ClassDef, name: str, seen: Optional[Set[str]] = None) -> List[cst.FunctionDef]:
         seen = seen or set()

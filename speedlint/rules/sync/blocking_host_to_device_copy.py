@@ -12,6 +12,7 @@ from speedlint.analyzer.fixes import with_keyword
 from speedlint.analyzer.rule import LOW, MEDIUM, SAFE, Fix, Impact, Rule
 from speedlint.analyzer.providers.flow import flow
 from speedlint.analyzer.providers.loaders import kwarg
+from speedlint.analyzer.vocabulary import PINNED_ON_GPU
 
 _TRUE = cst.Name("True")
 
@@ -24,11 +25,16 @@ class BlockingHostToDeviceCopy(Rule):
     The batch is followed from the loop over the loader (`for x, y in loader`,
     `enumerate(loader)`, `tqdm(loader)`, `next(iter(loader))`, `self.train_loader`), through
     tuple unpacking, indexing, `batch.items()` and comprehensions, and into same-file helpers
-    the batch is passed to. `pin_memory` is read like SPD102 reads it, also out of a `**kwargs`
-    dict (in this module, or the one that builds a loader iterated here): a dict that pins only
-    when CUDA is used (`if use_cuda: kwargs.update(pin_memory=True)`, `{...} if use_cuda else {}`)
-    counts as pinned, since that is where the copy costs. A dict that cannot be read (built by a
-    function, passed in, `**vars(args)`) says nothing.
+    the batch is passed to. Which loader a loop runs is the identity SPD102 and SPD103 read
+    too: a loader stored on `self` from a constructor argument, wrapped by a project generator
+    or by a `tqdm` bound to a name, returned in a tuple on either branch of an `if`, passed to a
+    nested function or in a list; a copy of batches that may come from several loaders is
+    flagged when one of them pins memory. `pin_memory` is read like SPD102 reads it, also out
+    of a `**kwargs` dict (in this module, or the one that builds a loader iterated here): a
+    dict that pins only when CUDA is used (`if use_cuda: kwargs.update(pin_memory=True)`,
+    `{...} if use_cuda else {}`), and `pin_memory=(device != "cpu")`, count as pinned, since
+    that is where the copy costs. A dict that cannot be read (built by a function, passed in,
+    `**vars(args)`) says nothing.
 
     ## Why is this slow?
     Pinning is only half of the job: a copy from pinned memory without `non_blocking=True` still
@@ -97,12 +103,13 @@ class BlockingHostToDeviceCopy(Rule):
         level = self._level(node)
         if level is None or placed_by_framework(self.ctx, func.value):
             return  # (a loader prepared by a framework already placed the batch: a no-op move)
-        origin = info.batch_origin(func.value)
+        origin = info.batch_origins(func.value)
         if origin is not None:
-            loader, whole = origin
-            if not self._pinned(loader) or not self._accepts_non_blocking(loader, whole):
+            loaders, whole = origin
+            pinned = [loader for loader in loaders if self._pinned(loader)]
+            if not pinned or not all(self._accepts_non_blocking(loader, whole) for loader in loaders):
                 return
-            where = f"line {self.ctx.position(loader).start.line}"
+            where = f"line {self.ctx.position(pinned[0]).start.line}"
         else:
             where = self._pinned_elsewhere(func.value)  # a loader built in another module
             if where is None:
@@ -122,19 +129,14 @@ class BlockingHostToDeviceCopy(Rule):
         loops = seeds.project.get("pinned_loops") if seeds is not None else None
         if not loops:
             return None
-        root = expr
-        while isinstance(root, (cst.Subscript, cst.Attribute)):
-            root = root.value
-        if not isinstance(root, cst.Name):
+        found = flow(self.ctx).batch_loop(expr)  # also `[b.to(device) for b in batch[1:]]`
+        if found is None:
             return None
-        b = flow(self.ctx).binding(root)
-        if b is None or b.kind != "for":
-            return None
+        b, whole = found
         entry = loops.get(str(self.ctx.position(b.site).start.line))
         if entry is None:
             return None
         where, collate = entry
-        whole = root is expr and not b.path
         return None if whole and collate else where
 
     def _level(self, node: cst.CSTNode) -> Optional[int]:
@@ -182,13 +184,15 @@ class BlockingHostToDeviceCopy(Rule):
         return self._mentions_cuda(expr)
 
     def _mentions_cuda(self, expr: cst.BaseExpression) -> bool:
-        """`torch.cuda.is_available()`, `device.type == "cuda"`, `use_cuda` bound to one of those."""
-        if "cuda" in self.ctx.code(expr).lower():
+        """`torch.cuda.is_available()`, `device.type == "cuda"`, `device != "cpu"`, `use_cuda` bound
+        to one of those (`vocabulary.PINNED_ON_GPU`: the program reads the same for loaders built
+        in other modules)."""
+        if PINNED_ON_GPU.search(self.ctx.code(expr)):
             return True
         if isinstance(expr, cst.Name):
             b = flow(self.ctx).binding(expr)
             if b is not None and b.kind == "assign" and b.value is not None:
-                return "cuda" in self.ctx.code(b.value).lower()
+                return bool(PINNED_ON_GPU.search(self.ctx.code(b.value)))
         return False
 
 

@@ -7,6 +7,7 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
+from speedlint.analyzer.frameworks.hf_accelerate import placed_by_framework
 from speedlint.analyzer.providers.branches import off_gpu_path
 from speedlint.analyzer.providers.feedback import feeds_next_iteration
 from speedlint.analyzer.providers.frameworks import metric_sync
@@ -856,7 +857,7 @@ class HostSyncInTrainingStep(Rule):
         the unmoved name still refers to the host copy.
         """
         if self.flow.loader_of_batch(expr) is not None:
-            return True
+            return not placed_by_framework(self.ctx, expr)  # accelerate's `prepare` put it on the device
         root = expr
         while isinstance(root, (cst.Subscript, cst.Attribute)):
             root = root.value
