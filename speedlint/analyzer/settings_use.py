@@ -22,6 +22,7 @@ import ast
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from speedlint.analyzer.configs.reader import Mapping, kind_of, scalars
+from speedlint.analyzer.configs.summary import walk
 from speedlint.analyzer.configs.sources import load
 
 #: Setting names that only change speed (precision, accumulation, loading, compilation).
@@ -49,6 +50,7 @@ HARMLESS_RECEIVERS = frozenset({
 #: Calls that read every key of a config (Hydra, OmegaConf): the config is handed over whole.
 WHOLE_READERS = frozenset({"instantiate", "to_container", "to_object", "to_yaml", "asdict", "from_argparse_args", "parse_obj", "model_validate"})
 
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _TEXT_HINTS = tuple(sorted(PERFORMANCE_SETTINGS)) + ("vars(", "__dict__", "getattr(", "setattr(", "**", ".items(", "instantiate")
 
 
@@ -89,14 +91,17 @@ def settings_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
         return None
     namespaces: Set[str] = set(NAMESPACE_NAMES)
     kwarg_params: Set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _last(node.value.func) in ("parse_args", "parse_known_args"):
-            for target in node.targets:
-                for t in ast.walk(target):
-                    if isinstance(t, ast.Name):
-                        namespaces.add(t.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and node.args.kwarg is not None:
-            kwarg_params.add(node.args.kwarg.arg)
+    nodes = walk(tree)  # (one list for both passes: the same nodes in `ast.walk`'s order)
+    for node in nodes:
+        kind = node.__class__
+        if kind is ast.Assign:
+            if node.value.__class__ is ast.Call and _last(node.value.func) in ("parse_args", "parse_known_args"):  # type: ignore[attr-defined]
+                for target in node.targets:  # type: ignore[attr-defined]
+                    for t in walk(target):
+                        if t.__class__ is ast.Name:
+                            namespaces.add(t.id)  # type: ignore[attr-defined]
+        elif kind in _FUNCTIONS and node.args.kwarg is not None:  # type: ignore[attr-defined]
+            kwarg_params.add(node.args.kwarg.arg)  # type: ignore[attr-defined]
 
     def is_namespace(node: ast.AST) -> bool:
         if isinstance(node, ast.Call) and _last(node.func) == "vars":
@@ -111,7 +116,7 @@ def settings_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
     reads: Set[str] = set()
     receivers: Set[str] = set()
     whole = False
-    for node in ast.walk(tree):
+    for node in nodes:
         kind = node.__class__
         if kind is ast.Call:
             func = node.func
