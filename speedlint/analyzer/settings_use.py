@@ -91,10 +91,47 @@ def settings_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
         return None
     namespaces: Set[str] = set(NAMESPACE_NAMES)
     kwarg_params: Set[str] = set()
-    nodes = walk(tree)  # (one list for both passes: the same nodes in `ast.walk`'s order)
+    options: List[List[Any]] = []
+    option_strings: Set[int] = set()  # ids of the constants that name an option (not reads)
+    reads: Set[str] = set()
+    whole = False
+    calls: List[Tuple[ast.Call, Optional[str]]] = []  # (read once every namespace is known)
+    # One breadth-first walk (`ast.walk`'s order: a call before its arguments, so an option's
+    # strings are known before they are met); what needs every namespace and `**kwargs`
+    # parameter of the file (the calls) is read after it.
+    nodes: List[ast.AST] = [tree]
+    append = nodes.append
+    AST = ast.AST
     for node in nodes:
         kind = node.__class__
-        if kind is ast.Assign:
+        if kind is ast.Call:
+            name = _last(node.func)  # type: ignore[attr-defined]
+            if name == "add_argument":
+                got = _dest(node)  # type: ignore[arg-type]
+                for a in node.args:  # type: ignore[attr-defined]
+                    option_strings.add(id(a))
+                for kw in node.keywords:  # type: ignore[attr-defined]
+                    if kw.arg == "dest":
+                        option_strings.add(id(kw.value))
+                if got is not None and got[0] in PERFORMANCE_SETTINGS:
+                    options.append([node.lineno, node.col_offset, got[0], got[1]])  # type: ignore[attr-defined]
+            else:
+                calls.append((node, name))  # type: ignore[arg-type]
+        elif kind is ast.Attribute:
+            if node.attr in PERFORMANCE_SETTINGS and not isinstance(node.ctx, ast.Store):  # type: ignore[attr-defined]
+                reads.add(node.attr)  # type: ignore[attr-defined]
+            elif node.attr == "__dict__":  # type: ignore[attr-defined]
+                whole = True
+        elif kind is ast.Constant:
+            if isinstance(node.value, str) and node.value in PERFORMANCE_SETTINGS and id(node) not in option_strings:  # type: ignore[attr-defined]
+                reads.add(node.value)  # type: ignore[attr-defined]
+        elif kind is ast.Name:
+            if node.id in PERFORMANCE_SETTINGS and isinstance(node.ctx, ast.Load):  # type: ignore[attr-defined]
+                reads.add(node.id)  # type: ignore[attr-defined]  # a local of that name (`fp16 = args.fp16` reads it too; a parameter filled by `**`)
+        elif kind is ast.arg:
+            if node.arg in PERFORMANCE_SETTINGS:  # type: ignore[attr-defined]
+                reads.add(node.arg)  # type: ignore[attr-defined]  # a parameter of that name: filled by keyword or `**` from the setting
+        elif kind is ast.Assign:
             if node.value.__class__ is ast.Call and _last(node.value.func) in ("parse_args", "parse_known_args"):  # type: ignore[attr-defined]
                 for target in node.targets:  # type: ignore[attr-defined]
                     for t in walk(target):
@@ -102,6 +139,14 @@ def settings_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
                             namespaces.add(t.id)  # type: ignore[attr-defined]
         elif kind in _FUNCTIONS and node.args.kwarg is not None:  # type: ignore[attr-defined]
             kwarg_params.add(node.args.kwarg.arg)  # type: ignore[attr-defined]
+        for field in node._fields:  # (the walk: `configs.summary.walk`, inlined)
+            value = getattr(node, field, None)
+            if value.__class__ is list:
+                for child in value:
+                    if isinstance(child, AST):
+                        append(child)
+            elif isinstance(value, AST):
+                append(value)
 
     def is_namespace(node: ast.AST) -> bool:
         if isinstance(node, ast.Call) and _last(node.func) == "vars":
@@ -111,62 +156,29 @@ def settings_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
         name = _last(node)
         return name is not None and name in namespaces
 
-    options: List[List[Any]] = []
-    option_strings: Set[int] = set()  # ids of the constants that name an option (not reads)
-    reads: Set[str] = set()
     receivers: Set[str] = set()
-    whole = False
-    for node in nodes:
-        kind = node.__class__
-        if kind is ast.Call:
-            func = node.func
-            name = _last(func)
-            if name == "add_argument":
-                got = _dest(node)
-                for a in node.args:
-                    option_strings.add(id(a))
-                for kw in node.keywords:
-                    if kw.arg == "dest":
-                        option_strings.add(id(kw.value))
-                if got is not None and got[0] in PERFORMANCE_SETTINGS:
-                    options.append([node.lineno, node.col_offset, got[0], got[1]])
-                continue
-            if name == "vars" or name in WHOLE_READERS:
-                whole = whole or name in WHOLE_READERS or any(is_namespace(a) for a in node.args)
-            elif name in ("getattr", "setattr", "hasattr", "delattr") and len(node.args) >= 2:
-                key = node.args[1]
-                if not (isinstance(key, ast.Constant) and isinstance(key.value, str)) and is_namespace(node.args[0]):
-                    whole = True
-            elif name in ("items", "keys", "values") and isinstance(func, ast.Attribute) and (is_namespace(func.value) or _root(func.value) in namespaces):
-                whole = True  # `cfg["train"].items()`: every key of a (sub-)config
-            for value in [*node.args, *(kw.value for kw in node.keywords)]:
-                if isinstance(value, ast.Starred):
-                    value = value.value
-                if is_namespace(value):
-                    root = _root(func)
-                    if root is not None and root not in HARMLESS_RECEIVERS:
-                        receivers.add(root)
-            for kw in node.keywords:
-                if kw.arg is None:  # `f(**x)`: every key of x reaches f's parameters
-                    spread = kw.value
-                    if not (isinstance(spread, ast.Name) and spread.id in kwarg_params) and not isinstance(spread, ast.Dict):
-                        whole = True
-        elif kind is ast.Attribute:
-            if node.attr in PERFORMANCE_SETTINGS and not isinstance(node.ctx, ast.Store):
-                reads.add(node.attr)
-            elif node.attr == "__dict__":
+    for node, name in calls:
+        func = node.func
+        if name == "vars" or name in WHOLE_READERS:
+            whole = whole or name in WHOLE_READERS or any(is_namespace(a) for a in node.args)
+        elif name in ("getattr", "setattr", "hasattr", "delattr") and len(node.args) >= 2:
+            key = node.args[1]
+            if not (isinstance(key, ast.Constant) and isinstance(key.value, str)) and is_namespace(node.args[0]):
                 whole = True
-        elif kind is ast.Constant:
-            if isinstance(node.value, str) and node.value in PERFORMANCE_SETTINGS and id(node) not in option_strings:
-                reads.add(node.value)
-        elif kind is ast.Name:
-            if node.id in PERFORMANCE_SETTINGS and isinstance(node.ctx, ast.Load):
-                reads.add(node.id)  # a local of that name (`fp16 = args.fp16` reads it too; a parameter filled by `**`)
-        elif kind is ast.arg:
-            if node.arg in PERFORMANCE_SETTINGS:
-                reads.add(node.arg)  # a parameter of that name: filled by keyword or `**` from the setting
-        elif kind is ast.keyword:
-            pass
+        elif name in ("items", "keys", "values") and isinstance(func, ast.Attribute) and (is_namespace(func.value) or _root(func.value) in namespaces):
+            whole = True  # `cfg["train"].items()`: every key of a (sub-)config
+        for value in [*node.args, *(kw.value for kw in node.keywords)]:
+            if isinstance(value, ast.Starred):
+                value = value.value
+            if is_namespace(value):
+                root = _root(func)
+                if root is not None and root not in HARMLESS_RECEIVERS:
+                    receivers.add(root)
+        for kw in node.keywords:
+            if kw.arg is None:  # `f(**x)`: every key of x reaches f's parameters
+                spread = kw.value
+                if not (isinstance(spread, ast.Name) and spread.id in kwarg_params) and not isinstance(spread, ast.Dict):
+                    whole = True
     if not (options or reads or whole or receivers):
         return None
     out: Dict[str, Any] = {}
