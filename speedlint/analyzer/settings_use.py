@@ -51,6 +51,10 @@ HARMLESS_RECEIVERS = frozenset({
 WHOLE_READERS = frozenset({"instantiate", "to_container", "to_object", "to_yaml", "asdict", "from_argparse_args", "parse_obj", "model_validate"})
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+#: Fields that hold only a context or an operator (`ast.Load()`, `ast.Add()`): nothing is read there.
+_UNREAD_FIELDS = frozenset({"ctx", "op", "ops"})
+#: node class -> the fields the walk of `settings_summary` follows
+_WALKED: Dict[type, Tuple[str, ...]] = {}
 _TEXT_HINTS = tuple(sorted(PERFORMANCE_SETTINGS)) + ("vars(", "__dict__", "getattr(", "setattr(", "**", ".items(", "instantiate")
 
 
@@ -139,7 +143,10 @@ def settings_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
                             namespaces.add(t.id)  # type: ignore[attr-defined]
         elif kind in _FUNCTIONS and node.args.kwarg is not None:  # type: ignore[attr-defined]
             kwarg_params.add(node.args.kwarg.arg)  # type: ignore[attr-defined]
-        for field in node._fields:  # (the walk: `configs.summary.walk`, inlined)
+        fields = _WALKED.get(kind)
+        if fields is None:  # (the walk: `configs.summary.walk`, inlined, without the fields that hold no name)
+            fields = _WALKED[kind] = tuple(f for f in kind._fields if f not in _UNREAD_FIELDS)
+        for field in fields:
             value = getattr(node, field, None)
             if value.__class__ is list:
                 for child in value:
