@@ -103,46 +103,46 @@ def settings_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
     # One breadth-first walk (`ast.walk`'s order: a call before its arguments, so an option's
     # strings are known before they are met); what needs every namespace and `**kwargs`
     # parameter of the file (the calls) is read after it.
-    nodes: List[ast.AST] = [tree]
+    nodes: List[Any] = [tree]  # (read by class: each node's fields are those of its class)
     append = nodes.append
     AST = ast.AST
     for node in nodes:
         kind = node.__class__
         if kind is ast.Call:
-            name = _last(node.func)  # type: ignore[attr-defined]
+            name = _last(node.func)
             if name == "add_argument":
-                got = _dest(node)  # type: ignore[arg-type]
-                for a in node.args:  # type: ignore[attr-defined]
+                got = _dest(node)
+                for a in node.args:
                     option_strings.add(id(a))
-                for kw in node.keywords:  # type: ignore[attr-defined]
+                for kw in node.keywords:
                     if kw.arg == "dest":
                         option_strings.add(id(kw.value))
                 if got is not None and got[0] in PERFORMANCE_SETTINGS:
-                    options.append([node.lineno, node.col_offset, got[0], got[1]])  # type: ignore[attr-defined]
+                    options.append([node.lineno, node.col_offset, got[0], got[1]])
             else:
-                calls.append((node, name))  # type: ignore[arg-type]
+                calls.append((node, name))
         elif kind is ast.Attribute:
-            if node.attr in PERFORMANCE_SETTINGS and not isinstance(node.ctx, ast.Store):  # type: ignore[attr-defined]
-                reads.add(node.attr)  # type: ignore[attr-defined]
-            elif node.attr == "__dict__":  # type: ignore[attr-defined]
+            if node.attr in PERFORMANCE_SETTINGS and not isinstance(node.ctx, ast.Store):
+                reads.add(node.attr)
+            elif node.attr == "__dict__":
                 whole = True
         elif kind is ast.Constant:
-            if isinstance(node.value, str) and node.value in PERFORMANCE_SETTINGS and id(node) not in option_strings:  # type: ignore[attr-defined]
-                reads.add(node.value)  # type: ignore[attr-defined]
+            if isinstance(node.value, str) and node.value in PERFORMANCE_SETTINGS and id(node) not in option_strings:
+                reads.add(node.value)
         elif kind is ast.Name:
-            if node.id in PERFORMANCE_SETTINGS and isinstance(node.ctx, ast.Load):  # type: ignore[attr-defined]
-                reads.add(node.id)  # type: ignore[attr-defined]  # a local of that name (`fp16 = args.fp16` reads it too; a parameter filled by `**`)
+            if node.id in PERFORMANCE_SETTINGS and isinstance(node.ctx, ast.Load):
+                reads.add(node.id)  # a local of that name (`fp16 = args.fp16` reads it too; a parameter filled by `**`)
         elif kind is ast.arg:
-            if node.arg in PERFORMANCE_SETTINGS:  # type: ignore[attr-defined]
-                reads.add(node.arg)  # type: ignore[attr-defined]  # a parameter of that name: filled by keyword or `**` from the setting
+            if node.arg in PERFORMANCE_SETTINGS:
+                reads.add(node.arg)  # a parameter of that name: filled by keyword or `**` from the setting
         elif kind is ast.Assign:
-            if node.value.__class__ is ast.Call and _last(node.value.func) in ("parse_args", "parse_known_args"):  # type: ignore[attr-defined]
-                for target in node.targets:  # type: ignore[attr-defined]
+            if node.value.__class__ is ast.Call and _last(node.value.func) in ("parse_args", "parse_known_args"):
+                for target in node.targets:
                     for t in walk(target):
                         if t.__class__ is ast.Name:
-                            namespaces.add(t.id)  # type: ignore[attr-defined]
-        elif kind in _FUNCTIONS and node.args.kwarg is not None:  # type: ignore[attr-defined]
-            kwarg_params.add(node.args.kwarg.arg)  # type: ignore[attr-defined]
+                            namespaces.add(t.id)
+        elif kind in _FUNCTIONS and node.args.kwarg is not None:
+            kwarg_params.add(node.args.kwarg.arg)
         fields = _WALKED.get(kind)
         if fields is None:  # (the walk: `configs.summary.walk`, inlined, without the fields that hold no name)
             fields = _WALKED[kind] = tuple(f for f in kind._fields if f not in _UNREAD_FIELDS)
