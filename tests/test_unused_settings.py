@@ -4,12 +4,14 @@ logging or saving the namespace reads nothing (still reported)."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 from typing import Dict, Set, Tuple
 
 import pytest
 
 from speedlint.analyzer.runner import Overrides, SettingsResolver, check_paths
+from speedlint.analyzer.settings_use import settings_summary
 
 HEAD = """import argparse
 import torch
@@ -97,3 +99,33 @@ def test_config_keys_nobody_reads_are_reported_on_their_line(tmp_path, monkeypat
 def test_a_config_nobody_loads_is_not_reported(tmp_path, monkeypatch):
     files = {"train.py": "import torch\nprint(torch.zeros(1))\n", "train.yaml": CONFIG}
     assert not _spd704(tmp_path, files, monkeypatch)
+
+
+def test_the_summary_reads_calls_with_every_namespace_of_the_file_known():
+    """`settings_summary` reads the calls after its walk of the whole file: a namespace bound
+    below the function that hands it over (`opts = parser.parse_args()` at the end) and a
+    `**kwargs` parameter of a function defined after the call both count."""
+    whole = '''import argparse
+def run(o):
+    return train(**vars(opts))
+parser = argparse.ArgumentParser()
+parser.add_argument("--fp16", action="store_true")
+opts = parser.parse_args()
+'''
+    got = settings_summary(ast.parse(whole), whole)
+    assert got is not None and got.get("whole") is True
+    assert got["options"] == [[5, 0, "fp16", "--fp16"]]
+    assert "fp16" not in got.get("reads", ())  # the option's own string is not a read
+    forwarded = '''import argparse
+def outer(x):
+    return inner(**kw)
+def inner(**kw):
+    return kw
+parser = argparse.ArgumentParser()
+parser.add_argument("--fp16", action="store_true")
+'''
+    got = settings_summary(ast.parse(forwarded), forwarded)
+    assert got is not None and "whole" not in got  # `**kw` is a `**kwargs` parameter of the file
+    hidden = forwarded.replace("def inner(**kw)", "def inner(*kw)")
+    got = settings_summary(ast.parse(hidden), hidden)
+    assert got is not None and got.get("whole") is True

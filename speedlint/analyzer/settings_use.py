@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
+from speedlint.analyzer.configs.summary import walk
 
 #: Setting names that only change speed (precision, accumulation, loading, compilation).
 PRECISION = frozenset({
@@ -47,6 +48,11 @@ HARMLESS_RECEIVERS = frozenset({
 #: Calls that read every key of a config (Hydra, OmegaConf): the config is handed over whole.
 WHOLE_READERS = frozenset({"instantiate", "to_container", "to_object", "to_yaml", "asdict", "from_argparse_args", "parse_obj", "model_validate"})
 
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+#: Fields that hold only a context or an operator (`ast.Load()`, `ast.Add()`): nothing is read there.
+_UNREAD_FIELDS = frozenset({"ctx", "op", "ops"})
+#: node class -> the fields the walk of `settings_summary` follows
+_WALKED: Dict[type, Tuple[str, ...]] = {}
 _TEXT_HINTS = tuple(sorted(PERFORMANCE_SETTINGS)) + ("vars(", "__dict__", "getattr(", "setattr(", "**", ".items(", "instantiate")
 
 
@@ -87,33 +93,21 @@ def settings_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
         return None
     namespaces: Set[str] = set(NAMESPACE_NAMES)
     kwarg_params: Set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _last(node.value.func) in ("parse_args", "parse_known_args"):
-            for target in node.targets:
-                for t in ast.walk(target):
-                    if isinstance(t, ast.Name):
-                        namespaces.add(t.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and node.args.kwarg is not None:
-            kwarg_params.add(node.args.kwarg.arg)
-
-    def is_namespace(node: ast.AST) -> bool:
-        if isinstance(node, ast.Call) and _last(node.func) == "vars":
-            return True
-        if isinstance(node, ast.Attribute) and node.attr == "__dict__":
-            return True
-        name = _last(node)
-        return name is not None and name in namespaces
-
     options: List[List[Any]] = []
     option_strings: Set[int] = set()  # ids of the constants that name an option (not reads)
     reads: Set[str] = set()
-    receivers: Set[str] = set()
     whole = False
-    for node in ast.walk(tree):
+    calls: List[Tuple[ast.Call, Optional[str]]] = []  # (read once every namespace is known)
+    # One breadth-first walk (`ast.walk`'s order: a call before its arguments, so an option's
+    # strings are known before they are met); what needs every namespace and `**kwargs`
+    # parameter of the file (the calls) is read after it.
+    nodes: List[Any] = [tree]  # (read by class: each node's fields are those of its class)
+    append = nodes.append
+    AST = ast.AST
+    for node in nodes:
         kind = node.__class__
         if kind is ast.Call:
-            func = node.func
-            name = _last(func)
+            name = _last(node.func)
             if name == "add_argument":
                 got = _dest(node)
                 for a in node.args:
@@ -123,27 +117,8 @@ def settings_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
                         option_strings.add(id(kw.value))
                 if got is not None and got[0] in PERFORMANCE_SETTINGS:
                     options.append([node.lineno, node.col_offset, got[0], got[1]])
-                continue
-            if name == "vars" or name in WHOLE_READERS:
-                whole = whole or name in WHOLE_READERS or any(is_namespace(a) for a in node.args)
-            elif name in ("getattr", "setattr", "hasattr", "delattr") and len(node.args) >= 2:
-                key = node.args[1]
-                if not (isinstance(key, ast.Constant) and isinstance(key.value, str)) and is_namespace(node.args[0]):
-                    whole = True
-            elif name in ("items", "keys", "values") and isinstance(func, ast.Attribute) and (is_namespace(func.value) or _root(func.value) in namespaces):
-                whole = True  # `cfg["train"].items()`: every key of a (sub-)config
-            for value in [*node.args, *(kw.value for kw in node.keywords)]:
-                if isinstance(value, ast.Starred):
-                    value = value.value
-                if is_namespace(value):
-                    root = _root(func)
-                    if root is not None and root not in HARMLESS_RECEIVERS:
-                        receivers.add(root)
-            for kw in node.keywords:
-                if kw.arg is None:  # `f(**x)`: every key of x reaches f's parameters
-                    spread = kw.value
-                    if not (isinstance(spread, ast.Name) and spread.id in kwarg_params) and not isinstance(spread, ast.Dict):
-                        whole = True
+            else:
+                calls.append((node, name))
         elif kind is ast.Attribute:
             if node.attr in PERFORMANCE_SETTINGS and not isinstance(node.ctx, ast.Store):
                 reads.add(node.attr)
@@ -158,8 +133,57 @@ def settings_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
         elif kind is ast.arg:
             if node.arg in PERFORMANCE_SETTINGS:
                 reads.add(node.arg)  # a parameter of that name: filled by keyword or `**` from the setting
-        elif kind is ast.keyword:
-            pass
+        elif kind is ast.Assign:
+            if node.value.__class__ is ast.Call and _last(node.value.func) in ("parse_args", "parse_known_args"):
+                for target in node.targets:
+                    for t in walk(target):
+                        if t.__class__ is ast.Name:
+                            namespaces.add(t.id)
+        elif kind in _FUNCTIONS and node.args.kwarg is not None:
+            kwarg_params.add(node.args.kwarg.arg)
+        fields = _WALKED.get(kind)
+        if fields is None:  # (the walk: `configs.summary.walk`, inlined, without the fields that hold no name)
+            fields = _WALKED[kind] = tuple(f for f in kind._fields if f not in _UNREAD_FIELDS)
+        for field in fields:
+            value = getattr(node, field, None)
+            if value.__class__ is list:
+                for child in value:
+                    if isinstance(child, AST):
+                        append(child)
+            elif isinstance(value, AST):
+                append(value)
+
+    def is_namespace(node: ast.AST) -> bool:
+        if isinstance(node, ast.Call) and _last(node.func) == "vars":
+            return True
+        if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+            return True
+        name = _last(node)
+        return name is not None and name in namespaces
+
+    receivers: Set[str] = set()
+    for node, name in calls:
+        func = node.func
+        if name == "vars" or name in WHOLE_READERS:
+            whole = whole or name in WHOLE_READERS or any(is_namespace(a) for a in node.args)
+        elif name in ("getattr", "setattr", "hasattr", "delattr") and len(node.args) >= 2:
+            key = node.args[1]
+            if not (isinstance(key, ast.Constant) and isinstance(key.value, str)) and is_namespace(node.args[0]):
+                whole = True
+        elif name in ("items", "keys", "values") and isinstance(func, ast.Attribute) and (is_namespace(func.value) or _root(func.value) in namespaces):
+            whole = True  # `cfg["train"].items()`: every key of a (sub-)config
+        for value in [*node.args, *(kw.value for kw in node.keywords)]:
+            if isinstance(value, ast.Starred):
+                value = value.value
+            if is_namespace(value):
+                root = _root(func)
+                if root is not None and root not in HARMLESS_RECEIVERS:
+                    receivers.add(root)
+        for kw in node.keywords:
+            if kw.arg is None:  # `f(**x)`: every key of x reaches f's parameters
+                spread = kw.value
+                if not (isinstance(spread, ast.Name) and spread.id in kwarg_params) and not isinstance(spread, ast.Dict):
+                    whole = True
     if not (options or reads or whole or receivers):
         return None
     out: Dict[str, Any] = {}

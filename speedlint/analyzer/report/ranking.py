@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import PurePosixPath
 from typing import Dict, List, Optional, Sequence
 
@@ -81,15 +82,21 @@ def gain_of(typical: str) -> Optional[Gain]:
 
 def runs_where(f: Finding) -> Optional[str]:
     """Where the flagged code runs (STEP, EVAL, EPOCH), or None when the finding does not say."""
-    when = stated_when(f.impact.when)
+    return _runs_where(f.impact.when, f.message)
+
+
+@lru_cache(maxsize=8192)
+def _runs_where(impact_when: str, message: str) -> Optional[str]:
+    # (remembered: a report ranks each finding several times, by regular expressions)
+    when = stated_when(impact_when)
     for place, pattern in _PHRASES:  # the rule's own record of the context comes first
         if pattern.search(when):
             return place
-    m = _CHAIN.search(f.message)
+    m = _CHAIN.search(message)
     if m is not None:
         return _CHAIN_KINDS[m["kind"]]
     for place, pattern in _PHRASES:
-        if pattern.search(f.message):
+        if pattern.search(message):
             return place
     return None
 
