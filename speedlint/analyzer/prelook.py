@@ -24,7 +24,7 @@ from functools import cached_property
 from itertools import islice
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple
 
-from speedlint.analyzer.providers.hot import EVAL_HOOKS, HOOK_BASES, STEP_HOOKS
+from speedlint.analyzer.frameworks.hooks import BATCH_HOOKS, HOOK_CLASSES
 from speedlint.analyzer.textscan import FIRST_ARG_GROWERS, has_word, has_word_then, may_grow, may_use_gpu, word_ends
 from speedlint.analyzer.vocabulary import EVAL_NAME, INFERENCE_VERB
 from speedlint.analyzer.vocabulary import GRAD_OFF_NAMES as _GRAD_OFF
@@ -789,9 +789,9 @@ class AstFacts:
     def may_have_hook(self) -> bool:
         """A framework per-batch hook (`speedlint.analyzer.providers.hot.hook_of`): a method named like one
         and a mention of one of the framework base classes."""
-        if self.functions.isdisjoint(STEP_HOOKS) and self.functions.isdisjoint(EVAL_HOOKS):
+        if self.functions.isdisjoint(BATCH_HOOKS):
             return False
-        return any(base.rsplit(".", 1)[-1] in self.names for base in HOOK_BASES)
+        return not self.names.isdisjoint(HOOK_CLASSES)
 
     @cached_property
     def may_run_hot(self) -> bool:

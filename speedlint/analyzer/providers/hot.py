@@ -17,57 +17,7 @@ from typing import List, Optional
 import libcst as cst
 
 from speedlint.analyzer.context import FileContext
-
-#: Framework base classes whose per-batch hooks are called by a training loop we do not see.
-HOOK_BASES = (
-    "pytorch_lightning.LightningModule",
-    "pytorch_lightning.core.LightningModule",
-    "pytorch_lightning.core.module.LightningModule",
-    "lightning.LightningModule",
-    "lightning.pytorch.LightningModule",
-    "pytorch_lightning.Callback",
-    "pytorch_lightning.callbacks.Callback",
-    "lightning.Callback",
-    "lightning.pytorch.Callback",
-    "lightning.pytorch.callbacks.Callback",
-    "transformers.Trainer",
-    "transformers.TrainerCallback",
-    "transformers.trainer.Trainer",
-    "transformers.trainer_callback.TrainerCallback",
-)
-#: Hook names that run once per training step.
-STEP_HOOKS = frozenset(
-    {
-        "training_step",
-        "on_train_batch_start",
-        "on_train_batch_end",
-        "on_before_backward",
-        "on_after_backward",
-        "on_before_optimizer_step",
-        "on_before_zero_grad",
-        "optimizer_step",
-        "optimizer_zero_grad",
-        "on_step_begin",
-        "on_step_end",
-        "on_substep_end",
-        "compute_loss",
-    }
-)
-#: Hook names that run once per evaluation batch.
-EVAL_HOOKS = frozenset(
-    {
-        "validation_step",
-        "test_step",
-        "predict_step",
-        "prediction_step",
-        "on_validation_batch_start",
-        "on_validation_batch_end",
-        "on_test_batch_end",
-        "on_predict_batch_end",
-        "on_prediction_step",
-    }
-)
-
+from speedlint.analyzer.frameworks.hooks import batch_hook
 
 def in_handler(ctx: FileContext, node: cst.CSTNode) -> bool:
     """Inside an `except` block (out-of-memory / error recovery)."""
@@ -83,14 +33,8 @@ def hook_of(ctx: FileContext, node: cst.CSTNode) -> Optional[str]:
     cls = facts.function_class.get(fn)
     if cls is None:
         return None
-    name = fn.name.value
-    kind = "step" if name in STEP_HOOKS else "eval" if name in EVAL_HOOKS else None
-    if kind is None:
-        return None
-    for base in cls.bases:
-        if ctx.matches(base.value, *HOOK_BASES):
-            return kind
-    return None
+    bases = [q for q in (ctx.qualname(base.value) for base in cls.bases) if q]
+    return batch_hook(bases, fn.name.value)  # (the hook tables of `frameworks.hooks`)
 
 
 def hot_context(
