@@ -16,6 +16,15 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = sorted(p for p in (ROOT / "fixtures" / "rules").glob("SPD*.py") if not p.name.endswith(".fixed.py"))
 
 
+#: The program model's modules that summarize, link or read config files (a warm run needs none:
+#: it reads the cached seeds, `program.seeds`, and looks for config files, `configs.discovery`).
+PROGRAM_CODE = tuple(
+    f"speedlint.analyzer.program.{p.stem}"
+    for p in sorted((ROOT / "speedlint" / "analyzer" / "program").glob("*.py"))
+    if p.stem not in ("__init__", "schema", "seeds")
+) + tuple(f"speedlint.analyzer.configs.{name}" for name in ("summary", "reader", "flow"))
+
+
 def make_project(root: Path) -> None:
     (root / "pkg").mkdir(parents=True)
     (root / "pkg" / "__init__.py").write_text("", encoding="utf-8")
@@ -65,6 +74,9 @@ def test_warm_run_imports_no_libcst(tmp_path, output_format):  # type: ignore[no
     assert files == cached == len(list(tmp_path.rglob("*.py")))
     assert not roots(modules, "libcst", "speedlint.rules", "speedlint.analyzer.engine", "speedlint.fixers", "torch")
     assert not roots(modules, "typer.rich_utils", "rich.markdown", "rich.syntax", "pygments", "markdown_it")
+    # nor the whole-program code: the cached seeds are plain data (`program.seeds`)
+    assert roots(cold_modules, *PROGRAM_CODE)  # (the check below can fail)
+    assert not roots(modules, *PROGRAM_CODE)
     if output_format == "concise":
         assert not roots(modules, "rich")  # nothing human to render
 

@@ -16,7 +16,7 @@ from speedlint.analyzer.cache import ResultCache, content_hash
 from speedlint.analyzer.notebook import checked_text
 from speedlint.analyzer.parallel import read_bytes
 from speedlint.analyzer.program.facts import link
-from speedlint.analyzer.program.link import FileSeeds
+from speedlint.analyzer.program.seeds import FileSeeds
 from speedlint.analyzer.program.summary import summarize
 from speedlint.analyzer.sources import SourceError
 

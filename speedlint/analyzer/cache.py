@@ -43,6 +43,7 @@ from speedlint.analyzer.findings import (
     Status,
 )
 from speedlint.analyzer.program.schema import SUMMARY_FORMAT
+from speedlint.analyzer.program.seeds import FileSeeds
 
 CACHE_DIR_NAME = ".speedlint_cache"
 FORMAT = 1
@@ -325,8 +326,6 @@ class ResultCache:
     # -- the linked program: one file per tree state, the latest only ----------------------------
     def load_program(self, key: str) -> "Optional[Dict[str, Any]]":
         """The seeds of the last link of exactly this tree (`parallel._program_key`), if cached."""
-        from speedlint.analyzer.program.link import FileSeeds
-
         try:
             with open(self.directory / f"program-{key}.json", "rb") as fh:
                 doc = json.loads(fh.read())

@@ -23,7 +23,7 @@ from speedlint.analyzer.textscan import may_use_gpu
 
 if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.config import Settings
-    from speedlint.analyzer.program.link import FileSeeds
+    from speedlint.analyzer.program.seeds import FileSeeds
 
 #: Passes that note a few positions (`prefetch_positions`) before all are computed at once:
 #: passes that generate the whole module, and passes that generate only the statements that

@@ -29,11 +29,11 @@ from speedlint.analyzer.prelook import AstFacts
 from speedlint.analyzer.providers.places import place_of, says_where, stated_when
 from speedlint.analyzer.rule import Diagnostic, Edit, Finding, Rule
 from speedlint.analyzer.sources import Source
-from speedlint.analyzer.program.link import USED_ELSEWHERE
+from speedlint.analyzer.program.seeds import USED_ELSEWHERE
 from speedlint.analyzer.program.summary import summarize
 
 if TYPE_CHECKING:  # pragma: no cover
-    from speedlint.analyzer.program.link import FileSeeds
+    from speedlint.analyzer.program.seeds import FileSeeds
 
 
 @dataclass

@@ -24,7 +24,7 @@ from speedlint.analyzer.rule import Diagnostic, Finding, Rule
 from speedlint.analyzer.suppress import apply_suppressions
 
 if TYPE_CHECKING:  # pragma: no cover
-    from speedlint.analyzer.program.link import FileSeeds
+    from speedlint.analyzer.program.seeds import FileSeeds
 
 MAX_ROUNDS = 10
 

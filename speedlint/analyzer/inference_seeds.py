@@ -15,7 +15,7 @@ import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from speedlint.analyzer.program.hotness import Hotness
-from speedlint.analyzer.program.link import FileSeeds
+from speedlint.analyzer.program.seeds import FileSeeds
 from speedlint.analyzer.program.schema import GRAD_OFF as _GRAD_OFF
 from speedlint.analyzer.program.schema import GUARDED as _GUARDED
 from speedlint.analyzer.vocabulary import INFERENCE_VERB

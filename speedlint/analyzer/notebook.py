@@ -49,12 +49,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Type, Union
 
 from speedlint.analyzer.findings import Diagnostic, Finding
+from speedlint.analyzer.program.seeds import Hop
 from speedlint.analyzer.sources import SourceError, decode
 
 if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.config import Settings
     from speedlint.analyzer.engine import FileResult
-    from speedlint.analyzer.program.link import FileSeeds
+    from speedlint.analyzer.program.seeds import FileSeeds
     from speedlint.analyzer.rule import Rule
 
 NOTEBOOK_SUFFIX = ".ipynb"
@@ -748,8 +749,6 @@ def _array_items(array: str) -> List[Tuple[int, int]]:
 def locate_chains(seeds: Dict[str, "FileSeeds"], tables: Dict[str, List[List[int]]]) -> None:
     """Place the call sites of hot chains that lie in notebooks (display path -> `line_table`)
     in their cells, in place."""
-    from speedlint.analyzer.program.link import Hop
-
     if not tables:
         return
 

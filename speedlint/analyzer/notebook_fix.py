@@ -19,7 +19,7 @@ from speedlint.analyzer.sources import SourceError, write_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.config import Settings
-    from speedlint.analyzer.program.link import FileSeeds
+    from speedlint.analyzer.program.seeds import FileSeeds
     from speedlint.analyzer.rule import Rule
 
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence,
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.findings import Diagnostic, FileResult, Profile
 from speedlint.analyzer.notebook import NOTEBOOK_SUFFIX, checked_text, locate_chains
-from speedlint.analyzer.program.link import FileSeeds
+from speedlint.analyzer.program.seeds import FileSeeds
 from speedlint.analyzer.sources import SourceError, read_source
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -31,7 +31,7 @@ from speedlint.analyzer.vocabulary import GRAD_OFF_NAMES as _GRAD_OFF
 from speedlint.analyzer.vocabulary import dotted_name as _dotted
 
 if TYPE_CHECKING:  # pragma: no cover
-    from speedlint.analyzer.program.link import FileSeeds
+    from speedlint.analyzer.program.seeds import FileSeeds
 
 #: Methods that convert a tensor without arguments (`torch.tensor(x).long().cuda()`): looked
 #: through when recording which calls are moved with `.to()`/`.cuda()` (SPD203).

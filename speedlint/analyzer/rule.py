@@ -42,7 +42,7 @@ from speedlint.analyzer.findings import (  # noqa: F401 - re-exported
 if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.context import FileContext
     from speedlint.analyzer.prelook import AstFacts
-    from speedlint.analyzer.program.link import FileSeeds
+    from speedlint.analyzer.program.seeds import FileSeeds
 
 
 Replacement = Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel]

@@ -24,7 +24,7 @@ from speedlint.analyzer.fixing import apply_round, compiles, fix_text
 from speedlint.analyzer.notebook import Notebook, NotebookError
 from speedlint.analyzer.notebook_fix import fix_notebook
 from speedlint.analyzer.parallel import config_diagnostics
-from speedlint.analyzer.program.link import FileSeeds
+from speedlint.analyzer.program.seeds import FileSeeds
 from speedlint.analyzer.rule import Rule
 from speedlint.analyzer.runner import rules_for
 from speedlint.analyzer.suppress import apply_suppressions

@@ -21,7 +21,7 @@ from speedlint.analyzer.engine import summarize_and_prelook
 from speedlint.analyzer.notebook import Notebook, checked_text, locate_chains
 from speedlint.analyzer.parallel import read_bytes
 from speedlint.analyzer.program.facts import link
-from speedlint.analyzer.program.link import FileSeeds
+from speedlint.analyzer.program.seeds import FileSeeds
 from speedlint.analyzer.runner import SettingsResolver, collect_config_files, collect_files, display_path
 from speedlint.analyzer.sources import SourceError
 

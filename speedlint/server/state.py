@@ -14,7 +14,7 @@ from speedlint.analyzer.cache import content_hash
 from speedlint.analyzer.config import Settings, parse_version
 from speedlint.analyzer.findings import Diagnostic
 from speedlint.analyzer.notebook import Notebook
-from speedlint.analyzer.program.link import FileSeeds
+from speedlint.analyzer.program.seeds import FileSeeds
 from speedlint.analyzer.registry import validate_selectors
 from speedlint.analyzer.runner import Overrides, SettingsResolver, display_path
 from speedlint.analyzer.sources import SourceError

@@ -28,7 +28,7 @@ from speedlint.analyzer.configs.candidates import candidate_files
 from speedlint.analyzer.configs.sources import Layer, compose, load
 from speedlint.analyzer.configs.summary import WRAPPERS, looks_like_config
 from speedlint.analyzer.program.hotness import Hotness
-from speedlint.analyzer.program.link import FileSeeds
+from speedlint.analyzer.program.seeds import FileSeeds
 
 #: (source id, key path, overlay)
 Ref = Tuple[int, Tuple[Any, ...], bool]

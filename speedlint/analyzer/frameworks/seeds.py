@@ -24,7 +24,8 @@ from speedlint.analyzer.configs.sources import compose, load
 from speedlint.analyzer.frameworks import lightning
 from speedlint.analyzer.frameworks.hooks import TABLES, class_hooks, framework_runs_without_grad
 from speedlint.analyzer.program.hotness import Hotness
-from speedlint.analyzer.program.link import FileSeeds, Program
+from speedlint.analyzer.program.link import Program
+from speedlint.analyzer.program.seeds import FileSeeds
 
 
 #: How a Lightning callback names the LightningModule it is given (`on_train_batch_end(self, trainer, pl_module, ...)`).

@@ -6,10 +6,12 @@ modules, each importing only those above it in this list:
 
 * `schema`: the summary format's shared constants (format version, call layout, call-site flags,
   hotness kinds).
+* `seeds`: `FileSeeds`, what a file's rules get from the program, and `Hop` (plain data: a run
+  answered from the cache reads seeds and imports nothing below).
 * `loader_summary`, `summary`: per-file summaries from the stdlib `ast` (`summarize`), cacheable
   by content hash, made compact (`compact`).
 * `link`: the linked project (`Program`): modules, imports, classes across files, a
-  flow-insensitive type inference, the call graph; `FileSeeds`, what a file's rules get.
+  flow-insensitive type inference, the call graph.
 * `hotness`: roots (training-step, epoch and evaluation loops, per-sample entry points) and the
   propagation of hotness along the call graph (`Hotness`).
 * `data`: whole-program facts for the data-loading rules and config files.

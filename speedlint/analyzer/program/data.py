@@ -22,7 +22,8 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Set
 
 from speedlint.analyzer.configs.flow import add_config_seeds
 from speedlint.analyzer.program.hotness import Hotness
-from speedlint.analyzer.program.link import FileSeeds, Program
+from speedlint.analyzer.program.link import Program
+from speedlint.analyzer.program.seeds import FileSeeds
 from speedlint.analyzer.program.loader_summary import _IN_MEMORY_CALLS
 from speedlint.analyzer.program.settings_seeds import add_unused_setting_seeds
 

@@ -22,7 +22,8 @@ from speedlint.analyzer.loader_helpers import add_helper_seeds
 from speedlint.analyzer.program.data import add_data_seeds, moved_by_callees
 from speedlint.analyzer.program.hotness import _SKIP, Hotness
 from speedlint.analyzer.program.conv_steps import conv_in_steps
-from speedlint.analyzer.program.link import FileSeeds, Hop, Program
+from speedlint.analyzer.program.link import Program
+from speedlint.analyzer.program.seeds import FileSeeds, Hop
 from speedlint.analyzer.program.plugins import plugin_modules
 from speedlint.analyzer.program.scope import program_holds
 from speedlint.analyzer.program.schema import C_ARGS, C_FLAGS, C_HOST, C_KWS, C_LINE, C_LOOP, CONDITIONAL, DEFAULT, EPOCH, GUARDED, HANDLER

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from speedlint.analyzer.frameworks.hooks import class_hooks
-from speedlint.analyzer.program.link import Hop, Program
+from speedlint.analyzer.program.link import Program
+from speedlint.analyzer.program.seeds import Hop
 from speedlint.analyzer.program.schema import (
     CACHE_FILL, C_FLAGS, C_FUNC, C_KWS, C_LINE, C_LOOP, EPOCH, EVAL, EVAL_ONLY, GUARDED, HANDLER, ONE_ITERATION, PROPERTY, SAMPLE, STEP, TRAIN_ONLY,
 )

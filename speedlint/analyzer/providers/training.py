@@ -33,7 +33,7 @@ from speedlint.analyzer.textscan import says_grad_off
 from speedlint.analyzer.vocabulary import EVAL_NAME, INFERENCE_VERB, SCHEDULER_HINT  # noqa: F401 - INFERENCE_VERB re-exported
 
 if TYPE_CHECKING:  # pragma: no cover
-    from speedlint.analyzer.program.link import FileSeeds
+    from speedlint.analyzer.program.seeds import FileSeeds
 
 Loop = Union[cst.For, cst.While]
 Unit = Union[cst.For, cst.While, cst.FunctionDef]
