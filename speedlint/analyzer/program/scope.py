@@ -14,7 +14,7 @@ modules import.
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Set
+from typing import Iterable, List, Optional, Sequence, Set
 
 
 def program_holds(deps: Sequence[Set[int]], flags: Sequence[bool], entries: Optional[Sequence[bool]] = None) -> List[bool]:
@@ -42,20 +42,17 @@ def program_holds(deps: Sequence[Set[int]], flags: Sequence[bool], entries: Opti
     for mid, targets in enumerate(deps):
         for t in targets:
             importers[t].append(mid)
-    reaches = [bool(f) for f in flags]  # imports a flagged module (or is one)
-    todo = [mid for mid in range(n) if reaches[mid]]
+    reaches = _closure([bool(f) for f in flags], importers)  # imports a flagged module (or is one)
+    return _closure(reaches, deps)  # ... and everything those modules import
+
+
+def _closure(marked: List[bool], edges: Sequence[Iterable[int]]) -> List[bool]:
+    """`marked` and every node reachable from a marked one along `edges` (node -> next nodes)."""
+    out = list(marked)
+    todo = [i for i, m in enumerate(out) if m]
     while todo:
-        cur = todo.pop()
-        for up in importers[cur]:
-            if not reaches[up]:
-                reaches[up] = True
-                todo.append(up)
-    holds = list(reaches)  # ... and everything those modules import
-    todo = [mid for mid in range(n) if holds[mid]]
-    while todo:
-        cur = todo.pop()
-        for down in deps[cur]:
-            if not holds[down]:
-                holds[down] = True
-                todo.append(down)
-    return holds
+        for nxt in edges[todo.pop()]:
+            if not out[nxt]:
+                out[nxt] = True
+                todo.append(nxt)
+    return out
