@@ -49,7 +49,9 @@ def add_amp_gate_seeds(p: Program, project: Callable[[str], Dict[str, Any]]) -> 
         return
     for m in p.modules:
         settings = m.summary.get("settings") or {}
-        dests = {o[2] for o in settings.get("options", ()) if o[2] in gates}
+        declared = m.summary.get("options") or {}  # option -> its defaults (on by default: no opt-in)
+        dests = {d for d, values in declared.items() if d in gates and True not in values}
+        dests |= {o[2] for o in settings.get("options", ()) if o[2] in gates and o[2] not in declared}
         if not dests or not settings.get("receivers"):
             continue
         reached = _reached(p, m.id, settings["receivers"])
