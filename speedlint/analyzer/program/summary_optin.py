@@ -68,7 +68,7 @@ def amp_gate_facts(tree: ast.Module) -> Dict[str, Any]:
                         note(item.context_expr, cls, fn, tests)  # type: ignore[arg-type]
             walk(child, cls, fn, tests)
 
-    def walk_stmt(stmt: ast.AST, cls: Optional[str], fn: Optional[str], tests: List[Optional[str]]) -> None:
+    def walk_stmt(stmt: ast.stmt, cls: Optional[str], fn: Optional[str], tests: List[Optional[str]]) -> None:
         holder = ast.Module(body=[stmt], type_ignores=[])
         walk(holder, cls, fn, tests)
 
