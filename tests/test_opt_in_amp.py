@@ -38,3 +38,41 @@ def test_opt_out_amp_is_not_reported():
     fixture, findings = _findings()
     start = _line(fixture, "def train_opt_out")
     assert not [f for f in findings if f.line > start]
+
+
+def test_gate_declared_in_another_module_reaches_only_its_program():
+    """The whole program gives the module that declares an opt-in option the autocasts it gates
+    (`program.optin_seeds`): main.py hands its namespace to the gated class; the sibling script,
+    the on-by-default options and an option the experiment sets itself get nothing."""
+    from speedlint.analyzer.program.summary_optin import KEY
+
+    project = FIXTURES / "projects" / "opt_in_amp_declared"
+    files = [(str(p.resolve()), p.relative_to(project).as_posix(), summarize(p.read_text())) for p in sorted(project.rglob("*.py"))]
+    seeds = link(files)
+    assert seeds["main.py"].project[KEY] == {"use_amp": [["exp/exp.py", 18]]}  # (`--amp`, `--mixed`: on by default)
+    assert KEY not in (seeds.get("sibling.py").project if "sibling.py" in seeds else {})
+
+
+def test_negated_or_own_attribute_tests_are_no_gates():
+    import ast
+
+    from speedlint.analyzer.program.summary_optin import amp_gate_facts
+
+    text = (
+        "import torch\n"
+        "def f(args, self):\n"
+        "    if not args.use_amp:\n"
+        "        with torch.autocast('cuda'):\n"
+        "            pass\n"
+        "    if self.amp:\n"
+        "        with torch.autocast('cuda'):\n"
+        "            pass\n"
+        "    if args.fast:\n"
+        "        pass\n"
+        "    else:\n"
+        "        with torch.autocast('cuda'):\n"
+        "            pass\n"
+    )
+    assert amp_gate_facts(ast.parse(text)) == {}
+    gated = "import torch\ndef f(args):\n    with torch.autocast('cuda', enabled=args.amp):\n        pass\n"
+    assert amp_gate_facts(ast.parse(gated)) == {"amp_gates": [["amp", 3, None, "f"]]}

@@ -484,6 +484,8 @@ class AstFacts:
         self._seeded_kinds: FrozenSet[str] = frozenset()
         self._seeded_gpu = False
         self._passes_loader_workers = False
+        #: the keys of `FileSeeds.project` the whole program gives the file
+        self.seeded_keys: FrozenSet[str] = frozenset()
 
     def seed(self, seeds: "FileSeeds") -> None:
         """The pre-look's answers for a file the whole program makes hot: its own text may show no
@@ -491,6 +493,7 @@ class AstFacts:
         any question is asked.)"""
         self._seeded_kinds = frozenset(seeds.kinds)
         self._seeded_gpu = seeds.gpu
+        self.seeded_keys = frozenset(seeds.project)
         self._passes_loader_workers = bool(seeds.project.get("loader_helper_calls"))  # (loader_helpers.KEY)
 
     @property

@@ -25,6 +25,7 @@ from speedlint.analyzer.program.hotness import Hotness
 from speedlint.analyzer.program.link import Program
 from speedlint.analyzer.program.seeds import FileSeeds
 from speedlint.analyzer.program.loader_summary import _IN_MEMORY_CALLS
+from speedlint.analyzer.program.optin_seeds import add_amp_gate_seeds
 from speedlint.analyzer.program.settings_seeds import add_unused_setting_seeds
 
 def moved_by_callees(hot: Hotness, mid: int, fid: Optional[int], body: Dict[str, Any], loop: int, targets: Iterable[str]) -> Set[str]:
@@ -65,6 +66,7 @@ def add_data_seeds(hot: Hotness, seeds: Dict[str, FileSeeds], new_seeds: Callabl
     _in_memory(hot, out)
     flow = add_config_seeds(hot, seeds, new_seeds, config_files)
     add_unused_setting_seeds(hot, out.project, flow)  # SPD704 (`settings_use`)
+    add_amp_gate_seeds(hot.p, out.project)  # SPD301's opt-in AMP declared here, gated elsewhere
 
 
 class _Seeds:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Mapping, NamedTuple, Tuple
 
 #: The summary format (bump when `summarize` changes what it records).
-SUMMARY_FORMAT = 16
+SUMMARY_FORMAT = 17
 
 #: In `passed_constants`: a call site that does not pass the parameter (its default applies).
 DEFAULT = "\x00default"

@@ -18,6 +18,7 @@ from speedlint.analyzer.configs.summary import config_summary, walk
 from speedlint.analyzer.program.loader_summary import loader_summary
 from speedlint.analyzer.program.summary_guards import branches, interval_predicates, skips_rest
 from speedlint.analyzer.program.summary_plugins import plugin_expr, plugin_facts
+from speedlint.analyzer.program.summary_optin import amp_gate_facts
 from speedlint.analyzer.frameworks.hf_facts import summary_facts
 from speedlint.analyzer.settings_use import settings_summary
 from speedlint.analyzer.program.schema import (
@@ -1064,6 +1065,7 @@ def _data_facts(summary: Dict[str, Any], text: str, tree: ast.Module) -> None:
     configs = config_summary(tree, text)
     if configs:
         summary["configs"] = configs
+    summary.update(amp_gate_facts(tree) if "autocast" in text else {})  # opt-in AMP (summary_optin)
     settings = settings_summary(tree, text)  # performance settings set and read (SPD704)
     if settings:
         summary["settings"] = settings

@@ -5,9 +5,8 @@ args.torch_deterministic`, `if self.args.use_amp:`, `num_workers=args.num_worker
 is slow; the line the user edits to change it is where the default is written:
 - an `argparse` option's `default=` (or its `add_argument` call for a `store_true` flag) in this
   file (an option declared in another module of the program, `main.py` parses and
-  `exp/trainer.py` reads, is not reported there: `speedlint check main.py` alone must say the
-  same about `main.py` as a check of the whole project, and main.py's own analysis does not
-  know what the option gates);
+  `exp/trainer.py` reads, is not reported there; SPD301 reports it in `main.py` from the whole
+  program's seeds, `program.optin_seeds`, which say what the option gates);
 - a field of a config dataclass (`@dataclass class Args: torch_deterministic: bool = True`) that
   `tyro.cli(Args)`, `simple_parsing`, `HfArgumentParser` or a plain `Args()` fills.
 

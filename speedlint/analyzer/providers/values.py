@@ -784,6 +784,14 @@ class ValueTracer:
                 kind = value.kind
         return Value(options, origin, kind, certain, config) if options else None
 
+    def option_default(self, dest: str) -> Optional[Value]:
+        """The default of this file's command-line option `dest` (None: not declared here, or
+        also assigned in code: `args.use_amp = True`)."""
+        index = self.index
+        if dest not in index.argparse or any(k[2] == dest for k in index.attr_writes):
+            return None
+        return self._argparse_default(index.argparse[dest], 0)
+
     def _argparse_default(self, calls: List[cst.Call], depth: int) -> Optional[Value]:
         options: Tuple[Any, ...] = ()
         origin: Optional[cst.CSTNode] = None

@@ -5,12 +5,13 @@ from __future__ import annotations
 import libcst as cst
 
 from speedlint.analyzer.configs.edit import value_edit
-from typing import Optional
+from typing import Any, Optional
 
 from speedlint.analyzer.fixes import keywords_edit
 from speedlint.analyzer.frameworks._knobs_hf import FP32
 from speedlint.analyzer.frameworks.hf_accelerate import precision_knob
 from speedlint.analyzer.frameworks.lightning import mixed_spelling
+from speedlint.analyzer.program.summary_optin import KEY as AMP_GATES
 from speedlint.analyzer.providers.default_sites import default_site, report_default
 from speedlint.analyzer.providers.frameworks import TrainerConfig, TrainerRun, trainer_configs, trainer_runs
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, MEDIUM, UNSAFE, Fix, Impact, Rule
@@ -36,8 +37,9 @@ class Fp32TrainingStep(Rule):
     Lightning 1.x without `gpus`) is not. See docs/frameworks.md for where each value is read.
 
     AMP behind an opt-in option that defaults off is also reported on the option's default when
-    this file declares it (`--use_amp` declared in `main.py` and read as `self.args.use_amp` in
-    another module is reported where it is read only); an autocast under a branch that never runs on the CUDA path
+    this file declares it; an option declared in `main.py` whose namespace reaches the class that
+    reads `self.args.use_amp` in another module is reported on both (the whole program says which
+    options switch an autocast on, `program.optin_seeds`); an autocast under a branch that never runs on the CUDA path
     (`if hasattr(self, "scaler") and ...` for an attribute nothing sets, a CPU-only branch) does
     not cover the step.
 
@@ -101,14 +103,19 @@ class Fp32TrainingStep(Rule):
     )
     fixes = (UNSAFE, DISPLAY_ONLY)
     triggers = ("backward", "Trainer", "Fabric", "LightningCLI", "TrainingArguments", "Accelerator")
+    seed_triggers = (AMP_GATES,)  # declares an option that switches on an autocast elsewhere
     ast_precondition = staticmethod(
         lambda facts: (facts.may_use_gpu and facts.may_have_training_step)
+        or AMP_GATES in facts.seeded_keys
         or facts.calls_any("Trainer", "from_argparse_args", "Fabric", "instantiate", "LightningCLI")
         or facts.text_has_word("TrainingArguments", "Seq2SeqTrainingArguments", "Accelerator")
     )
 
     def visit_Module(self, node: cst.Module) -> None:
         ctx = self.ctx
+        gated = ctx.seeds.project.get(AMP_GATES) if ctx.seeds is not None else None
+        for dest, sites in sorted((gated or {}).items()):
+            self._gated_elsewhere(dest, sites)
         knob = precision_knob(ctx)  # the HF Trainer or accelerate decides the step's precision
         if knob is not None:
             if knob.state == FP32 and knob.anchor is not None and (ctx.may_use_gpu or knob.certain):
@@ -164,6 +171,21 @@ class Fp32TrainingStep(Rule):
             self.report(p.anchor if p.anchor is not None else loop, message, fix=fix, impact=impact)
             if p.opt_in is not None:  # the line the user edits: where the option's default is written
                 report_default(self, default_site(ctx, p.opt_in_value), message, p.anchor if p.anchor is not None else loop, fix=fix, impact=impact)
+
+    def _gated_elsewhere(self, dest: str, sites: Any) -> None:
+        """This file's option `dest` switches on an autocast in another module of its program
+        (`program.optin_seeds`): off by default, the training step there runs in FP32."""
+        value = self.ctx.values.option_default(dest)
+        if value is None or not value.options or value.any(bool):
+            return  # on by default (`store_false`, `default=True`), set in code, or not known
+        site = default_site(self.ctx, value)
+        if site is None or site.node is None:
+            return
+        path, line = sites[0][0], sites[0][1]
+        message = f"autocast in `{path}` (line {line}) only runs with `{site.name}`, which is off by default: by default that training step runs in FP32"
+        fix = Fix.advice(f"Turn `{site.name}` on by default (AMP is already written), or pass it on the command line")
+        related = tuple((s[0], s[1], "autocast") for s in sites)
+        self.report(site.node, f"{message} (the default of `{site.name}`, {site.value!r}, decides it)", fix=fix, impact=self.impact.with_level(MEDIUM), related=related)
 
     # -- a framework's precision knob (speedlint.analyzer.providers.frameworks) -----------------
     def _framework_run(self, run: TrainerRun) -> None:
