@@ -135,3 +135,64 @@ def dotted_name(node: ast.AST) -> Optional[str]:
         parts.append(node.id)
         return ".".join(reversed(parts))
     return None
+
+
+# -- tensors (the data flow of `providers.flow`) ------------------------------------------------------
+#: torch functions that do not return a tensor (or return one on the CPU only).
+NOT_TENSOR_FUNCS = {
+    "device", "Size", "dtype", "is_tensor", "is_floating_point", "is_complex", "is_nonzero", "numel",
+    "manual_seed", "seed", "initial_seed", "save", "load", "no_grad", "enable_grad", "inference_mode",
+    "set_grad_enabled", "compile", "from_numpy", "get_default_dtype", "set_default_dtype",
+    "is_grad_enabled", "autocast", "finfo", "iinfo", "set_printoptions", "use_deterministic_algorithms",
+    "set_num_threads", "get_num_threads", "typename", "is_storage", "result_type", "promote_types",
+    "can_cast", "broadcast_shapes", "equal", "allclose", "is_same_size",
+}
+#: torch functions that make a tensor of host data: on the CPU unless given `device=` (or, for
+#: `as_tensor`, a tensor that already is elsewhere).
+FROM_HOST_FUNCS = frozenset({"from_numpy", "as_tensor", "asarray"})
+#: torch factories: a CPU tensor unless given `device=`.
+FACTORIES = {
+    "zeros", "ones", "empty", "full", "arange", "eye", "tensor", "linspace", "logspace",
+    "zeros_like", "ones_like", "empty_like", "full_like",
+}
+RANDOM_FACTORIES = {"rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like"}
+#: tensor methods that give back something that is not a (device) tensor.
+NON_TENSOR_METHODS = {
+    "item", "tolist", "numpy", "cpu", "size", "dim", "numel", "ndimension", "nelement", "element_size",
+    "data_ptr", "is_contiguous", "get_device", "stride", "storage", "keys", "values", "items",
+    "is_floating_point", "is_complex", "untyped_storage", "__len__", "state_dict", "parameters",
+    "named_parameters", "get", "format", "join", "split" ,
+}
+TENSOR_ATTRS = {"grad", "data", "T", "mT", "H", "real", "imag", "loss", "logits"}
+#: Attributes of a tensor that are host values (everything else read off a batch moved to the
+#: device, such as a graph batch's `batch.y` / `batch.edge_index`, is a tensor).
+HOST_ATTRS = {
+    "shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "layout", "names", "is_leaf", "grad_fn",
+    "is_sparse", "is_quantized", "is_meta", "itemsize", "nbytes", "batch_size", "keys",
+}
+HOST_ATTR_PREFIXES = ("num_", "is_", "has_", "_")
+#: torch functions below the top level that return a tensor.
+TENSOR_FUNCS = frozenset({
+    "torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_norm", "torch.nn.utils.get_total_norm",
+    "torch.nn.utils.parameters_to_vector", "torch.nn.utils.rnn.pad_sequence", "torch.nn.Parameter",
+    "torch.nn.parameter.Parameter",
+    # graph libraries built on torch: their tensor utilities
+    "torch_geometric.utils.degree", "torch_geometric.utils.softmax", "torch_geometric.utils.scatter",
+    "torch_scatter.scatter", "torch_scatter.scatter_add", "torch_scatter.scatter_mean", "torch_scatter.scatter_sum",
+    "torch_geometric.nn.global_add_pool", "torch_geometric.nn.global_mean_pool", "torch_geometric.nn.global_max_pool",
+})
+#: The per-device torch modules (`torch.cuda.empty_cache()`, `torch.xpu.synchronize()` ...).
+ACCELERATOR_MODULES = frozenset({"torch.cuda", "torch.mps", "torch.xpu", "torch.npu", "torch.mtia"})
+#: Fields of a graph batch (torch_geometric's `Data`/`Batch` conventions): tensors.
+GRAPH_FIELDS = frozenset({
+    "x", "y", "pos", "edge_index", "edge_attr", "edge_weight", "batch", "ptr", "node_type", "edge_type",
+    "train_mask", "val_mask", "test_mask", "n_id", "e_id", "adj_t", "face", "norm",
+})
+#: Classes whose instances are moved to the device as data, not as a module.
+DATA_CLASSES = frozenset({"Data", "Batch", "HeteroData", "TensorDict", "BatchEncoding", "Tensor"})
+#: Iterating these methods of a module gives its parameters (tensors): the element at this path.
+PARAM_ITERS = {"parameters": (), "buffers": (), "named_parameters": (1,), "named_buffers": (1,)}
+MODEL_NAME = re.compile(
+    r"(^|_)(model|net|network|generator|discriminator|gen|disc|critic|encoder|decoder|backbone|head|"
+    r"criterion|loss_fn|loss_func|lossfn|loss_function|G|D|netG|netD)$|^(model|net)"
+)

@@ -19,7 +19,23 @@ from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.providers.loaders import is_dataloader, loader_facts
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.walk import visit as fast_visit
-from speedlint.analyzer.vocabulary import DTYPES
+from speedlint.analyzer.vocabulary import (
+    ACCELERATOR_MODULES,
+    DATA_CLASSES,
+    DTYPES,
+    FACTORIES,
+    FROM_HOST_FUNCS,
+    GRAPH_FIELDS,
+    HOST_ATTR_PREFIXES,
+    HOST_ATTRS,
+    MODEL_NAME,
+    NON_TENSOR_METHODS,
+    NOT_TENSOR_FUNCS,
+    PARAM_ITERS,
+    RANDOM_FACTORIES,
+    TENSOR_ATTRS,
+    TENSOR_FUNCS,
+)
 
 Scope = Optional[cst.CSTNode]  # FunctionDef, Lambda, a comprehension, or None (module)
 COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
@@ -205,66 +221,8 @@ def _device_string_kind(text: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# tensors
+# tensors (their vocabulary: `analyzer.vocabulary`)
 # ---------------------------------------------------------------------------------------------
-#: torch functions that do not return a tensor (or return one on the CPU only).
-_NOT_TENSOR_FUNCS = {
-    "device", "Size", "dtype", "is_tensor", "is_floating_point", "is_complex", "is_nonzero", "numel",
-    "manual_seed", "seed", "initial_seed", "save", "load", "no_grad", "enable_grad", "inference_mode",
-    "set_grad_enabled", "compile", "from_numpy", "get_default_dtype", "set_default_dtype",
-    "is_grad_enabled", "autocast", "finfo", "iinfo", "set_printoptions", "use_deterministic_algorithms",
-    "set_num_threads", "get_num_threads", "typename", "is_storage", "result_type", "promote_types",
-    "can_cast", "broadcast_shapes", "equal", "allclose", "is_same_size",
-}
-#: torch functions that make a tensor of host data: on the CPU unless given `device=` (or, for
-#: `as_tensor`, a tensor that already is elsewhere).
-_FROM_HOST = frozenset({"from_numpy", "as_tensor", "asarray"})
-#: torch factories: a CPU tensor unless given `device=`.
-FACTORIES = {
-    "zeros", "ones", "empty", "full", "arange", "eye", "tensor", "linspace", "logspace",
-    "zeros_like", "ones_like", "empty_like", "full_like",
-}
-RANDOM_FACTORIES = {"rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like"}
-#: tensor methods that give back something that is not a (device) tensor.
-_NON_TENSOR_METHODS = {
-    "item", "tolist", "numpy", "cpu", "size", "dim", "numel", "ndimension", "nelement", "element_size",
-    "data_ptr", "is_contiguous", "get_device", "stride", "storage", "keys", "values", "items",
-    "is_floating_point", "is_complex", "untyped_storage", "__len__", "state_dict", "parameters",
-    "named_parameters", "get", "format", "join", "split" ,
-}
-_TENSOR_ATTRS = {"grad", "data", "T", "mT", "H", "real", "imag", "loss", "logits"}
-#: Attributes of a tensor that are host values (everything else read off a batch moved to the
-#: device, such as a graph batch's `batch.y` / `batch.edge_index`, is a tensor).
-_HOST_ATTRS = {
-    "shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "layout", "names", "is_leaf", "grad_fn",
-    "is_sparse", "is_quantized", "is_meta", "itemsize", "nbytes", "batch_size", "keys",
-}
-_HOST_ATTR_PREFIXES = ("num_", "is_", "has_", "_")
-#: torch functions below the top level that return a tensor.
-_TENSOR_FUNCS = frozenset({
-    "torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_norm", "torch.nn.utils.get_total_norm",
-    "torch.nn.utils.parameters_to_vector", "torch.nn.utils.rnn.pad_sequence", "torch.nn.Parameter",
-    "torch.nn.parameter.Parameter",
-    # graph libraries built on torch: their tensor utilities
-    "torch_geometric.utils.degree", "torch_geometric.utils.softmax", "torch_geometric.utils.scatter",
-    "torch_scatter.scatter", "torch_scatter.scatter_add", "torch_scatter.scatter_mean", "torch_scatter.scatter_sum",
-    "torch_geometric.nn.global_add_pool", "torch_geometric.nn.global_mean_pool", "torch_geometric.nn.global_max_pool",
-})
-#: The per-device torch modules (`torch.cuda.empty_cache()`, `torch.xpu.synchronize()` ...).
-_ACCELERATOR_MODULES = frozenset({"torch.cuda", "torch.mps", "torch.xpu", "torch.npu", "torch.mtia"})
-#: Fields of a graph batch (torch_geometric's `Data`/`Batch` conventions): tensors.
-_GRAPH_FIELDS = frozenset({
-    "x", "y", "pos", "edge_index", "edge_attr", "edge_weight", "batch", "ptr", "node_type", "edge_type",
-    "train_mask", "val_mask", "test_mask", "n_id", "e_id", "adj_t", "face", "norm",
-})
-#: Classes whose instances are moved to the device as data, not as a module.
-_DATA_CLASSES = frozenset({"Data", "Batch", "HeteroData", "TensorDict", "BatchEncoding", "Tensor"})
-#: Iterating these methods of a module gives its parameters (tensors): the element at this path.
-_PARAM_ITERS = {"parameters": (), "buffers": (), "named_parameters": (1,), "named_buffers": (1,)}
-_MODEL_NAME = re.compile(
-    r"(^|_)(model|net|network|generator|discriminator|gen|disc|critic|encoder|decoder|backbone|head|"
-    r"criterion|loss_fn|loss_func|lossfn|loss_function|G|D|netG|netD)$|^(model|net)"
-)
 
 
 class Flow:
@@ -816,18 +774,18 @@ class Flow:
             if any(self.is_model(v, depth + 1) for v in self.self_writes(expr)):
                 return True
         last = (dotted(expr) or "").rsplit(".", 1)[-1]
-        return bool(last) and bool(_MODEL_NAME.search(last))
+        return bool(last) and bool(MODEL_NAME.search(last))
 
     def is_accelerator_module(self, expr: cst.BaseExpression) -> bool:
         """`torch.cuda` under another name: `acc = getattr(torch, device_type, torch.cuda)`,
         `acc = torch.get_device_module(device)`, `acc = torch.cuda` (any reaching binding)."""
         if isinstance(expr, cst.Attribute):
-            return (self.ctx.qualname(expr) or "") in _ACCELERATOR_MODULES
+            return (self.ctx.qualname(expr) or "") in ACCELERATOR_MODULES
         if not isinstance(expr, cst.Name):
             return False
         for b in self.reaching(expr):
             value = self.value_at(b) if b.kind == "assign" and not b.path else None
-            if isinstance(value, (cst.Attribute, cst.Name)) and (self.ctx.qualname(value) or "") in _ACCELERATOR_MODULES:
+            if isinstance(value, (cst.Attribute, cst.Name)) and (self.ctx.qualname(value) or "") in ACCELERATOR_MODULES:
                 return True
             if isinstance(value, cst.Call):
                 q = self.ctx.qualname(value.func) if isinstance(value.func, (cst.Name, cst.Attribute)) else None
@@ -844,7 +802,7 @@ class Flow:
             return False
         tail = (dotted(inner.func) or "").rsplit(".", 1)[-1]
         q = self.ctx.qualname(inner.func) if isinstance(inner.func, (cst.Name, cst.Attribute)) else None
-        return tail[:1].isupper() and not (q or "").startswith("torch.") and tail not in _DATA_CLASSES
+        return tail[:1].isupper() and not (q or "").startswith("torch.") and tail not in DATA_CLASSES
 
     def is_tensor(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> bool:
         """Whether `expr` is known to evaluate to a tensor that may live on the device.
@@ -868,11 +826,11 @@ class Flow:
             if q is not None:
                 if q.startswith(("torch.nn.functional.", "torch.linalg.", "torch.fft.", "torch.special.", "torch.nn.utils.rnn.pad")):
                     return True
-                if q in _TENSOR_FUNCS:
+                if q in TENSOR_FUNCS:
                     return True
                 if q.startswith("torch.") and q.count(".") == 1:
                     short = q.split(".", 1)[1]
-                    if short in _NOT_TENSOR_FUNCS or short.startswith(("is_", "get_", "set_")):
+                    if short in NOT_TENSOR_FUNCS or short.startswith(("is_", "get_", "set_")):
                         return False
                     if short in ("as_tensor", "asarray") and self._host_torch_call(expr, q, depth):
                         return False  # host data made a tensor, on the CPU
@@ -890,7 +848,7 @@ class Flow:
                     if move is not None and move.moves_to_device:
                         return not (self._built_and_moved(func.value) or self.is_model(func.value))
                     return move is not None and move.kind == DTYPE and self.is_tensor(func.value, depth + 1)
-                if method in _NON_TENSOR_METHODS:
+                if method in NON_TENSOR_METHODS:
                     return False
                 if self.is_tensor(func.value, depth + 1):
                     return True
@@ -919,7 +877,7 @@ class Flow:
             return self.is_tensor(expr.value, depth + 1)
         if isinstance(expr, cst.Attribute):
             attr = expr.attr.value
-            if attr in _TENSOR_ATTRS:
+            if attr in TENSOR_ATTRS:
                 return self.is_tensor(expr.value, depth + 1) or (
                     attr in ("loss", "logits") and self._model_output(expr.value, depth)
                 )
@@ -931,7 +889,7 @@ class Flow:
                 return bool(writes) and all(self.is_tensor(w, depth + 1) for w in writes)
             if attr in ("weight", "bias") and self.is_model(expr.value):
                 return True  # a parameter of a module
-            if attr not in _HOST_ATTRS and not attr.startswith(_HOST_ATTR_PREFIXES) and self._moved_batch(expr.value, attr):
+            if attr not in HOST_ATTRS and not attr.startswith(HOST_ATTR_PREFIXES) and self._moved_batch(expr.value, attr):
                 return True  # `batch = batch.to(device)`, then `batch.y`: a field of a graph/dict batch
             return False
         if isinstance(expr, cst.Name):
@@ -967,7 +925,7 @@ class Flow:
             if b.kind == "param":
                 # a graph batch handed to `forward`: its standard fields only (other objects
                 # passed in, such as a DGL graph, also carry flags and sizes)
-                return field in _GRAPH_FIELDS and self.is_tensor(expr)
+                return field in GRAPH_FIELDS and self.is_tensor(expr)
             value = self.value_at(b) if b.kind == "assign" and not b.path else None
             if isinstance(value, cst.Call):
                 move = self.parse_move(value)
@@ -997,7 +955,7 @@ class Flow:
             # `for p in model.parameters()`, `for name, p in model.named_parameters()`
             it = b.value
             if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and not it.args:
-                return _PARAM_ITERS.get(it.func.attr.value) == b.path
+                return PARAM_ITERS.get(it.func.attr.value) == b.path
             return self._element_is_tensor(it, b.path, depth)
         if b.kind == "augassign":
             if self.is_tensor(b.value, depth + 1):
@@ -1189,7 +1147,7 @@ class Flow:
         if q is None or not q.startswith("torch.") or q.count(".") != 1:
             return False
         short = q.split(".", 1)[1]
-        if short not in FACTORIES and short not in RANDOM_FACTORIES and short not in _FROM_HOST:
+        if short not in FACTORIES and short not in RANDOM_FACTORIES and short not in FROM_HOST_FUNCS:
             return False
         if self._may_move(call):
             return False

@@ -12,8 +12,8 @@ from speedlint.analyzer.providers.loaders import (
     kwarg,
     loader_facts,
     may_build_loader,
-    uncapped_cpu_count,
 )
+from speedlint.analyzer.providers.worker_counts import uncapped_cpu_count
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, Fix, Impact, Rule, Status
 
 CAP = "min(8, (os.cpu_count() or 1) // local_world_size)"

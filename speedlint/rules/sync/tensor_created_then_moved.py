@@ -6,7 +6,8 @@ import libcst as cst
 
 from speedlint.analyzer.fixes import keyword_arg, with_keyword
 from speedlint.analyzer.rule import LOW, MEDIUM, SAFE, UNSAFE, Fix, Impact, Rule
-from speedlint.analyzer.providers.flow import FACTORIES, MAYBE_DEVICE, Move, flow
+from speedlint.analyzer.providers.flow import MAYBE_DEVICE, Move, flow
+from speedlint.analyzer.vocabulary import FACTORIES
 
 _CASTS = {"float", "double", "half", "bfloat16", "long", "int", "short", "bool", "byte", "char"}
 #: Factories whose values are exact in every dtype: creating them in the target dtype directly
