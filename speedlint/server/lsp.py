@@ -209,8 +209,12 @@ async def did_change(ls: SpeedlintServer, params: types.DidChangeTextDocumentPar
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
 async def did_save(ls: SpeedlintServer, params: types.DidSaveTextDocumentParams) -> None:
-    state = ls.ensure_state()
-    doc = state.documents.get(params.text_document.uri)
+    _check_now(ls, params.text_document.uri)
+
+
+def _check_now(ls: SpeedlintServer, uri: str) -> None:
+    """A saved document (text or notebook) is checked at once, without the edit debounce."""
+    doc = ls.ensure_state().documents.get(uri)
     if doc is not None:
         ls.schedule(doc, 0.0)
 
@@ -254,10 +258,7 @@ async def notebook_did_change(ls: SpeedlintServer, params: types.DidChangeNotebo
 
 @server.feature(types.NOTEBOOK_DOCUMENT_DID_SAVE)
 async def notebook_did_save(ls: SpeedlintServer, params: types.DidSaveNotebookDocumentParams) -> None:
-    state = ls.ensure_state()
-    doc = state.documents.get(params.notebook_document.uri)
-    if doc is not None:
-        ls.schedule(doc, 0.0)
+    _check_now(ls, params.notebook_document.uri)
 
 
 @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
