@@ -195,6 +195,19 @@ def test_baseline_and_selection_from_the_client(client: LspClient, project: Path
     assert "SPD202" in {d["code"] for d in client.diagnostics(train, mark)}
 
 
+def test_save_checks_the_document_again(client: LspClient, project: Path, opened: Dict[str, str]) -> None:
+    """didSave publishes the document's diagnostics again at once (no edit debounce), the same
+    as the ones it got when it was opened."""
+    uri = opened["train.py"]
+    mark = client.mark()
+    edit(client, uri, (project / "train.py").read_text(encoding="utf-8"))  # the text on disk
+    before = sorted(of_lsp(d) for d in client.diagnostics(uri, mark))
+    mark = client.mark()
+    client.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
+    assert sorted(of_lsp(d) for d in client.diagnostics(uri, mark)) == before
+    assert "SPD202" in {d[0] for d in before}
+
+
 def test_unsaved_buffer_is_analysed(client: LspClient, project: Path, opened: Dict[str, str]) -> None:
     uri = opened["evaluate.py"]
     text = (project / "evaluate.py").read_text(encoding="utf-8")
