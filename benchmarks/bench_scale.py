@@ -11,9 +11,12 @@ root with the project's virtual environment active:
 What it does:
 
 1. Corpus: `pip download --no-deps` of pinned wheels (real code nobody here wrote), unpacking only
-   their `.py` files into `benchmarks/.corpus/<name>-<version>/` (gitignored). The corpus root gets
-   an empty `.git` folder so that every tool treats it as a checkout of its own (this repository's
-   `.gitignore`, which ignores `benchmarks/.corpus/`, must not hide it from the linters).
+   their `.py` files into `benchmarks/.corpus/tree/<name>-<version>/` (gitignored). The corpus
+   root and the tree each get an empty `.git` folder so that every tool treats the tree as a
+   checkout of its own (this repository's `.gitignore`, which ignores `benchmarks/.corpus/`, must
+   not hide it from the linters), and speedlint's program is the tree alone: a run names the tree
+   from the corpus root, and without a marker of its own the project around it would be the
+   corpus root, with the training corpus's copy and the `fix --apply` scratch copy beside it.
 2. Tools: TorchFix, hotpath-ai and ruff are installed into `benchmarks/.venv-bench` (a separate
    virtual environment: TorchFix pins an older LibCST). A package that cannot be installed is
    reported and its tool skipped.
@@ -77,7 +80,8 @@ def build_corpus(packages: Sequence[str]) -> Path:
     CORPUS.mkdir(parents=True, exist_ok=True)
     (CORPUS / ".git").mkdir(exist_ok=True)  # a checkout of its own (see the module docstring)
     tree = CORPUS / "tree"
-    wanted = []
+    (tree / ".git").mkdir(parents=True, exist_ok=True)  # a project of its own (see the module docstring)
+    wanted = [tree / ".git"]
     for spec in packages:
         name, version = _dist_name(spec)
         target = tree / f"{name}-{version or 'latest'}"
