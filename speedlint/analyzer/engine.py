@@ -77,6 +77,8 @@ def _prelook(facts: AstFacts, rules: Sequence[Type[Rule]]) -> List[Type[Rule]]:
         return [r for r in rules if r.ast_precondition(facts)]  # type: ignore[attr-defined]
     except _AST_ERRORS:
         return list(rules)  # `ast` cannot parse it: LibCST decides (and reports the error)
+    finally:
+        facts.release_tree()
 
 
 def _is_valid_python(facts: AstFacts) -> bool:

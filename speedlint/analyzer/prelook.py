@@ -25,6 +25,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple
 
 from speedlint.analyzer.frameworks.hooks import BATCH_HOOKS, HOOK_CLASSES
+from speedlint.analyzer.prelook_batch import batch_loop_candidates
 from speedlint.analyzer.textscan import FIRST_ARG_GROWERS, has_word, has_word_then, may_grow, may_use_gpu, word_ends
 from speedlint.analyzer.vocabulary import EVAL_NAME, INFERENCE_VERB
 from speedlint.analyzer.vocabulary import GRAD_OFF_NAMES as _GRAD_OFF
@@ -518,9 +519,30 @@ class AstFacts:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # invalid escape sequences etc.: LibCST's business
                     tree = ast.parse(self.text)
-            self._tree = None  # not kept: only the facts are
+            self._tree = tree  # kept for the questions one walk does not answer (`release_tree`)
             facts = self._facts = _Walk().run(tree)
         return facts
+
+    def release_tree(self) -> None:
+        """Forget the `ast` tree once the pre-look is decided (only the facts are kept)."""
+        self._tree = None
+
+    @cached_property
+    def _batch_loops(self) -> Tuple[bool, bool]:
+        self.tree  # parsed (or given) on first need
+        tree = self._tree
+        if tree is None:  # asked after `release_tree`
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(self.text)
+        return batch_loop_candidates(tree, self.text if self._text_checks else None)
+
+    def may_loop_over_batch(self, everywhere: bool) -> bool:
+        """Some loop has the shape of a Python loop over a batch (`prelook_batch`): anywhere in
+        the file, or (`everywhere` False) in model code (a `forward`, a loss function, what they
+        call in the file)."""
+        anywhere, in_model_code = self._batch_loops
+        return anywhere if everywhere else in_model_code
 
     @property
     def names(self) -> FrozenSet[str]:

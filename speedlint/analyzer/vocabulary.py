@@ -20,6 +20,10 @@ from typing import Dict, Optional
 
 # -- functions and names --------------------------------------------------------------------------
 
+#: Names that say a value is the batch size (`for i in range(batch_size)`).
+BATCH_SIZE_NAMES = frozenset({"batch_size", "bsz", "bs", "n_batch", "nbatch", "num_batch"})
+#: A function whose name says it computes a loss (model code, as `forward` is).
+LOSS_FUNCTION = re.compile(r"loss|criterion", re.I)
 #: A function (or a loop's function) named for evaluation: eval/valid/test/predict/infer.
 EVAL_NAME = re.compile(
     r"(^|_)(eval|evaluate|evaluation|valid|validate|validation|val|test|testing|predict|prediction|infer|inference)(_|$)|^(eval|valid|test|predict|infer)",

@@ -11,6 +11,7 @@ from speedlint.analyzer.providers.flow import flow
 from speedlint.analyzer.providers.hot import hook_of
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, LOW, MEDIUM, Fix, Impact, Rule, Status
+from speedlint.analyzer.vocabulary import BATCH_SIZE_NAMES, LOSS_FUNCTION
 from speedlint.analyzer.providers import walk
 
 #: Attributes and methods only tensors (and arrays) have: evidence that a name holds a tensor.
@@ -29,7 +30,6 @@ _NOT_TENSOR_WORK = frozenset(
      "list", "tuple", "dict", "set", "append", "extend", "add", "format", "join", "getattr", "hasattr", "type"}
 )
 _LIST_ANNOTATION = re.compile(r"\b(List|list|Sequence|Tuple|tuple|Dict|dict|Iterable|Mapping)\b")
-_LOSS_FUNCTION = re.compile(r"loss|criterion", re.I)
 _SEQUENCE_TYPES = re.compile(r"\b(list|tuple|List|Tuple|Sequence|dict|Mapping)\b")
 #: A parameter's type as its docstring writes it (Google `x (torch.Tensor): ...`, reST `:type x: ...`,
 #: numpy `x : Tensor`): `{name}` is filled in.
@@ -41,8 +41,6 @@ _DOC_TYPES = (
 )
 _DOC_TENSOR = re.compile(r"\b(\w*Tensor|ndarray)\b")
 _DOC_SEQUENCE = re.compile(r"\b(list|tuple|sequence|iterable|dict)\b|\[", re.I)
-#: Names that say a value is the batch size (`for i in range(batch_size)`).
-_BATCH_SIZE_NAMES = frozenset({"batch_size", "bsz", "bs", "n_batch", "nbatch", "num_batch"})
 #: namespaces whose functions return tensors (deeper torch modules may return lists, handles ...)
 _TENSOR_MODULES = frozenset({"torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special"})
 #: torch functions that return a tuple or list of tensors
@@ -162,10 +160,13 @@ class PythonLoopOverBatch(Rule):
     fixes = (DISPLAY_ONLY,)
     #: a `for` loop or comprehension (where it runs is decided by the program, not the text)
     triggers = ("for",)
+    #: a loop shaped like a loop over the batch (`prelook_batch`) where it may run hot: anywhere in
+    #: a file that may hold a training step, an evaluation loop or a hook, else in model code
     ast_precondition = staticmethod(
         lambda facts: facts.has_loop and (
-            facts.may_have_training_step or facts.may_have_eval_loop or facts.may_have_hook
-            or any(n == "forward" or _LOSS_FUNCTION.search(n) for n in facts.functions)
+            facts.may_loop_over_batch(everywhere=True)
+            if facts.may_have_training_step or facts.may_have_eval_loop or facts.may_have_hook
+            else any(n == "forward" or LOSS_FUNCTION.search(n) for n in facts.functions) and facts.may_loop_over_batch(everywhere=False)
         )
     )
 
@@ -220,7 +221,7 @@ class PythonLoopOverBatch(Rule):
         if fn is not None:
             if fn in facts.forward_functions:
                 return "`forward`", self.impact
-            if _LOSS_FUNCTION.search(fn.name.value):
+            if LOSS_FUNCTION.search(fn.name.value):
                 return f"the loss function `{fn.name.value}`", self.impact
             if fn in self._called_by_model():
                 return f"`{fn.name.value}` (called from a `forward` or a loss function)", self.impact
@@ -232,7 +233,7 @@ class PythonLoopOverBatch(Rule):
         """Same-file functions a `forward` or a loss function runs."""
         if self._model_functions is None:
             facts = self.ctx.torch
-            roots = set(facts.forward_functions) | {fn for fn in facts.all_functions if _LOSS_FUNCTION.search(fn.name.value)}
+            roots = set(facts.forward_functions) | {fn for fn in facts.all_functions if LOSS_FUNCTION.search(fn.name.value)}
             self._model_functions = facts.callees_closure(roots)
         return self._model_functions
 
@@ -369,7 +370,7 @@ class PythonLoopOverBatch(Rule):
             return _shape_of(expr.value)
         if isinstance(expr, (cst.Name, cst.Attribute)):
             text = dotted(expr) or ""
-            if text.rsplit(".", 1)[-1] in _BATCH_SIZE_NAMES:
+            if text.rsplit(".", 1)[-1] in BATCH_SIZE_NAMES:
                 return NAMED
             if isinstance(expr, cst.Name) and depth == 0:
                 return self._batch_size_name(expr.value, scope)

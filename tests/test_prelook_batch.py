@@ -1,0 +1,167 @@
+"""The pre-look's loop shapes for SPD501 (`analyzer/prelook_batch.py`): a file whose loops cannot
+be loops over a batch is not parsed for SPD501, and no finding is lost (the findings with and
+without the pre-look are the same, and the precondition holds wherever the rule reports)."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from speedlint.analyzer.config import Settings
+from speedlint.analyzer.engine import analyze_text
+from speedlint.analyzer.prelook import AstFacts
+from speedlint.analyzer.registry import select_rules
+
+RULE = select_rules(("SPD501",))[0]
+SETTINGS = Settings(select=("SPD501",))
+
+HEADER = """\
+import torch
+from torch import nn
+
+
+"""
+
+
+def _model(forward_body: str, init: str = "self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])", extra: str = "") -> str:
+    body = textwrap.indent(textwrap.dedent(forward_body).strip("\n"), " " * 8)
+    head = textwrap.dedent("""\
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                INIT
+
+            def forward(self, x):
+        """).replace("INIT", init)
+    return HEADER + head + body + "\n" + textwrap.dedent(extra)
+
+
+def _precondition(text: str) -> bool:
+    return bool(RULE.ast_precondition(AstFacts(ast.parse(text), text)))  # type: ignore[attr-defined]
+
+
+def _findings(text: str, prelook: bool):  # type: ignore[no-untyped-def]
+    return [(f.code, f.line, f.message) for f in analyze_text(text, "m.py", [RULE], SETTINGS, prelook=prelook).findings]
+
+
+#: Model files whose loops cannot run over the batch: SPD501's pre-look says no.
+SPARED = {
+    "over the layers": _model("""
+        for layer in self.layers:
+            x = layer(x)
+        return x
+    """),
+    "enumerate over the layers": _model("""
+        for i, layer in enumerate(self.layers):
+            x = layer(x) + i
+        return x
+    """),
+    "over a range of layers": _model("""
+        for i in range(self.num_layers):
+            x = self.layers[i](x)
+        return x
+    """, init="self.layers = nn.Sequential(nn.Linear(4, 4))\n        self.num_layers = 1"),
+    "over a literal list": _model("""
+        outs = [x * s for s in self.scales]
+        return torch.stack(outs)
+    """, init="self.scales = [1.0, 2.0]"),
+    "loops only outside model code": _model("""
+        return x
+    """, extra="""
+        def report(xs):
+            for x in xs:
+                print(x.sum())
+    """),
+}
+
+#: Model files with a loop that may run over the batch: the pre-look keeps SPD501.
+KEPT = {
+    "range of the batch size": _model("""
+        for i in range(x.size(0)):
+            x[i] = x[i] * 2
+        return x
+    """),
+    "over a tensor argument": _model("""
+        x = x.flatten(1)
+        return torch.stack([(row - row.mean()) / (row.std() + 1e-6) for row in x])
+    """),
+    "over a self tensor": _model("""
+        for row in self.weight:
+            x = x + row.sum()
+        return x
+    """, init="self.weight = torch.zeros(4, 4, device='cuda')"),
+    "over a registered buffer": _model("""
+        for row in self.table:
+            x = x + row
+        return x
+    """, init='self.table = nn.ModuleList()\n        self.register_buffer("table", torch.zeros(4, 4))'),
+    "container written also as a tensor": _model("""
+        for row in self.layers:
+            x = x + row
+        return x
+    """, extra="""
+        class Other(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = torch.ones(4, 4)
+    """),
+    "a container whose import is not torch's": _model("""
+        for row in self.layers:
+            x = x + row
+        return x
+    """).replace("from torch import nn", "from compat import nn"),
+    "a row mask filled per sample": _model("""
+        mask = torch.ones_like(x)
+        for i in range(self.num_layers):
+            mask[i, self.lengths[i]:] = 0
+        return x * mask
+    """),
+    "a loop in a helper that forward calls": _model("""
+        return self.helper(x)
+    """, extra="""
+        def helper(self, x):
+            return torch.stack([r * 2 for r in x])
+    """),
+    "unique values": _model("""
+        for c in x.unique():
+            x = x + (x == c).float().sum()
+        return x
+    """),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPARED))
+def test_spared_model_files(name: str) -> None:
+    text = SPARED[name]
+    assert not _precondition(text), name
+    assert _findings(text, prelook=False) == [], name  # the rule itself agrees
+
+
+@pytest.mark.parametrize("name", sorted(KEPT))
+def test_kept_model_files(name: str) -> None:
+    text = KEPT[name]
+    assert _precondition(text), name
+    assert _findings(text, prelook=True) == _findings(text, prelook=False), name
+
+
+def test_kept_files_include_real_findings() -> None:
+    """The kept shapes are ones the rule reports (not only what the pre-look lets through)."""
+    reported = {name for name, text in KEPT.items() if _findings(text, prelook=False)}
+    assert {"range of the batch size", "over a tensor argument", "over a registered buffer", "a row mask filled per sample"} <= reported, reported
+
+
+def test_training_file_keeps_every_loop() -> None:
+    """In a file that may hold a training step, a loop outside model code counts too."""
+    text = HEADER + textwrap.dedent("""\
+        def train(model, loader, opt):
+            for x, y in loader:
+                x = x.to("cuda").flatten(1)
+                x = torch.stack([(row - row.mean()) / (row.std() + 1e-6) for row in x])
+                loss = model(x).sum()
+                loss.backward()
+                opt.step()
+    """)
+    assert _precondition(text)
+    assert _findings(text, prelook=True) == _findings(text, prelook=False) != []
