@@ -67,6 +67,41 @@ SPARED = {
         outs = [x * s for s in self.scales]
         return torch.stack(outs)
     """, init="self.scales = [1.0, 2.0]"),
+    "over a parameter of a helper": _model("""
+        return helper(x)
+    """, extra="""
+        def helper(x):
+            return torch.stack([r * 2 for r in x])
+    """),
+    "over a sequence parameter": _model("""
+        return helper([x])
+    """, extra="""
+        def helper(xs: List[torch.Tensor]):
+            out = []
+            for x in xs:
+                out.append(x * 2)
+            return out
+    """).replace("import torch\n", "from typing import List\n\nimport torch\n"),
+    "range of a parameter": _model("""
+        return helper(x, 4)
+    """, extra="""
+        def helper(x, n):
+            for i in range(n):
+                x = x + i
+            return x
+    """),
+    "range of a name bound twice": _model("""
+        n = x.size(0)
+        n = 3
+        for i in range(n):
+            x = x + i
+        return x
+    """),
+    "over a config's layers": _model("""
+        for block in self.config.blocks:
+            x = block(x)
+        return x
+    """),
     "loops only outside model code": _model("""
         return x
     """, extra="""
@@ -119,10 +154,21 @@ KEPT = {
         return x * mask
     """),
     "a loop in a helper that forward calls": _model("""
-        return self.helper(x)
+        return helper(x)
     """, extra="""
-        def helper(self, x):
-            return torch.stack([r * 2 for r in x])
+        def helper(x):
+            h = x.flatten(1)
+            return torch.stack([(r - r.mean()) / (r.std() + 1e-6) for r in h])
+    """),
+    "over a parameter of a helper, read as a tensor": _model("""
+        return helper(x)
+    """, extra="""
+        def helper(x):
+            n = x.size(1)
+            return torch.stack([r * n for r in x])
+    """),
+    "over a parameter of forward": _model("""
+        return torch.stack([r * 2 for r in x])
     """),
     "unique values": _model("""
         for c in x.unique():

@@ -11,21 +11,28 @@ function and the same-file functions they call) and only when the loop has one o
 * a loop over a value that may be a tensor: a name, an attribute, or an argument of `zip` /
   `enumerate`; `enumerate(...)` whose body fills rows.
 
-`batch_loop_candidates` answers, from one walk of the `ast`, whether some loop has such a shape
+`batch_loop_candidates` answers, from a walk of the `ast`, whether some loop has such a shape
 anywhere in the file, and whether one does in model code. Every test here admits at least what
-the rule admits (it over-approximates: a name is always taken as a possible tensor), with one
-exception that is decided exactly as the rule's data flow decides it: `self.layers` is not a
-tensor when every `self.layers = ...` in the file is a literal or a `torch.nn` container
-(`nn.ModuleList(...)`, `nn.Sequential(...)` ...) and no buffer is registered under that name. That
-exception is what spares model files whose loops all run over their layers.
+the rule admits (it over-approximates), and a few are decided exactly as the rule and its data
+flow decide them, since they are what spares most model files:
+
+* `self.layers` is not a tensor when every `self.layers = ...` in the file is a literal or a
+  `torch.nn` container (`nn.ModuleList(...)`, `nn.Sequential(...)` ...), or there is none, and no
+  buffer is registered under that name; `self.config.layers` is not one either (an attribute of
+  an attribute is a tensor only as `.weight`, `.bias`, `.grad`, `.T` ...); literals are not;
+* a parameter of the loop's function (other than `forward`) that nothing else binds there, with
+  no tensor annotation, no mention in the docstring and no attribute read off it, is what the
+  callers pass, which the rule does not take for a tensor; a `*args` tuple or a parameter
+  annotated as a sequence is none either;
+* `range(n)` runs over a batch size only when `n` is bound once in the function, to a batch size.
 """
 
 from __future__ import annotations
 
 import ast
-from typing import Dict, Iterator, List, Optional, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple, Union
 
-from speedlint.analyzer.vocabulary import BATCH_SIZE_NAMES, LOSS_FUNCTION, TENSOR_ATTRS
+from speedlint.analyzer.vocabulary import BATCH_SIZE_NAMES, LOSS_FUNCTION, SEQUENCE_ANNOTATION, TENSOR_ATTRS
 from speedlint.analyzer.vocabulary import dotted_name as _dotted
 
 #: `torch.nn` containers: `flow.is_tensor` of a call to one is False (a qualified name outside the
@@ -39,29 +46,44 @@ _NEVER_TENSORS = (
     ast.List, ast.Tuple, ast.Set, ast.Dict, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp,
     ast.Constant, ast.JoinedStr, ast.Lambda, ast.IfExp,
 )
+#: Attributes of a module that are tensors (`flow.is_tensor`: `model.weight`).
+_PARAMETER_ATTRS = frozenset({"weight", "bias"})
 
-_Loop = Tuple[ast.AST, ast.AST, ast.AST, List[ast.AST]]  # the loop, its iterable, its target, its body
+Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
+Scope = Union[Function, ast.Module]
+
+
+class _Loop:
+    """A loop the rule looks at: its iterable, target and body, and its scope (the innermost
+    function around it, else the module)."""
+
+    __slots__ = ("node", "it", "target", "body", "scope")
+
+    def __init__(self, node: ast.AST, it: ast.expr, target: ast.expr, body: List[ast.AST], scope: Scope) -> None:
+        self.node, self.it, self.target, self.body, self.scope = node, it, target, body, scope
 
 
 def batch_loop_candidates(tree: ast.Module, text: Optional[str]) -> Tuple[bool, bool]:
     """(a loop anywhere in the file may run over a batch, one in model code may); `text`: the
     source (None: not at hand)."""
     shapes = _Shapes(tree, text)
-    anywhere = any(shapes.may_loop_over_batch(loop) for loop in _loops(tree))
-    if not anywhere:
+    candidates = [loop for loop in _loops(tree, tree) if shapes.may_loop_over_batch(loop)]
+    if not candidates:
         return False, False
-    return True, any(shapes.may_loop_over_batch(loop) for fn in _model_functions(tree) for loop in _loops(fn))
+    model_loops = {id(node) for fn in _model_functions(tree) for node in ast.walk(fn)}
+    return True, any(id(loop.node) in model_loops for loop in candidates)
 
 
-def _loops(tree: ast.AST) -> Iterator[_Loop]:
-    """The loops the rule looks at: `for` statements and single-`for` list comprehensions and
-    generator expressions without conditions."""
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.For, ast.AsyncFor)):
-            yield node, node.iter, node.target, node.body
-        elif isinstance(node, (ast.ListComp, ast.GeneratorExp)) and len(node.generators) == 1 and not node.generators[0].ifs:
-            comp = node.generators[0]
-            yield node, comp.iter, comp.target, [node.elt]
+def _loops(node: ast.AST, scope: Scope) -> Iterator[_Loop]:
+    """`for` statements and single-`for` list comprehensions and generator expressions without
+    conditions, each with its scope."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.For, ast.AsyncFor)):
+            yield _Loop(child, child.iter, child.target, child.body, scope)
+        elif isinstance(child, (ast.ListComp, ast.GeneratorExp)) and len(child.generators) == 1 and not child.generators[0].ifs:
+            comp = child.generators[0]
+            yield _Loop(child, comp.iter, comp.target, [child.elt], scope)
+        yield from _loops(child, child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else scope)
 
 
 def _model_functions(tree: ast.Module) -> List[ast.AST]:
@@ -103,12 +125,12 @@ def _is_constant(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and (node.value is None or type(node.value) in (bool, int, float))
 
 
-def _positional(call: ast.Call) -> List[ast.AST]:
+def _positional(call: ast.Call) -> List[ast.expr]:
     """The arguments LibCST counts as positional: `*a` and `**kw` included."""
     return [*call.args, *(k.value for k in call.keywords if k.arg is None)]
 
 
-def _all_args(call: ast.Call) -> List[ast.AST]:
+def _all_args(call: ast.Call) -> List[ast.expr]:
     return [*call.args, *(k.value for k in call.keywords)]
 
 
@@ -118,59 +140,172 @@ class _Shapes:
     def __init__(self, tree: ast.Module, text: Optional[str]) -> None:
         self.text = text
         self._tree = tree
-        self._layers: Optional[Set[str]] = None
+        self._self_tensors: Optional[Set[str]] = None
+        self._bound: Dict[int, Dict[str, int]] = {}  # scope -> name -> bindings other than parameters
 
     def may_loop_over_batch(self, loop: _Loop) -> bool:
-        _, it, target, body = loop
+        it, target = loop.it, loop.target
         if isinstance(it, ast.Call) and _dotted(it.func) == "range":
             args = _positional(it)
             if len(args) == 2 and _is_zero(args[0]):
                 args = args[1:]
             if len(args) != 1 or not isinstance(target, ast.Name):
                 return False
-            return _may_be_batch_size(args[0]) or _fills_rows(body, target.id)
+            return self._may_be_batch_size(args[0], loop.scope) or _fills_rows(loop.body, target.id)
         if self._may_iterate_unique(it):
             return True
-        if any(self._may_be_tensor(e) for e in _iterated(it, target)):
+        if any(self._may_be_tensor(e, loop.scope) for e in _iterated(it, target)):
             return True
         if isinstance(it, ast.Call) and _dotted(it.func) == "enumerate" and isinstance(target, ast.Tuple) and target.elts:
             first = target.elts[0]
-            return isinstance(first, ast.Name) and _fills_rows(body, first.id)
+            return isinstance(first, ast.Name) and _fills_rows(loop.body, first.id)
         return False
 
-    def _may_iterate_unique(self, it: ast.AST) -> bool:
+    def _may_iterate_unique(self, it: ast.expr) -> bool:
         """`x.unique()`, `torch.unique(x)`, `np.unique(x.cpu())` (also under `.tolist()` ...):
         any call, when the file says `unique` at all (an alias may name it)."""
         return isinstance(_strip_conversions(it), ast.Call) and (self.text is None or "unique" in self.text)
 
-    def _may_be_tensor(self, expr: ast.AST) -> bool:
-        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
-            return expr.attr in TENSOR_ATTRS or expr.attr not in self.layers()
+    # -- tensors ------------------------------------------------------------------------------------
+    def _may_be_tensor(self, expr: ast.expr, scope: Scope) -> bool:
+        if isinstance(expr, _NEVER_TENSORS):
+            return False
+        if isinstance(expr, ast.Attribute):
+            if isinstance(expr.value, ast.Name):
+                if expr.value.id == "self":
+                    return expr.attr in TENSOR_ATTRS or expr.attr in self.self_tensors()
+                return True  # a field of a batch, an output ...
+            return expr.attr in TENSOR_ATTRS or expr.attr in _PARAMETER_ATTRS
+        if isinstance(expr, ast.Name):
+            return not self._passed_in(expr.id, scope)
         return True
 
-    def layers(self) -> Set[str]:
-        """The `self.<name>`s that are never tensors (see the module docstring)."""
-        if self._layers is None:
-            self._layers = _never_tensor_attrs(self._tree)
-        return self._layers
+    def self_tensors(self) -> Set[str]:
+        """The `self.<name>`s that may be tensors (see the module docstring)."""
+        if self._self_tensors is None:
+            self._self_tensors = _self_tensors(self._tree)
+        return self._self_tensors
+
+    def _passed_in(self, name: str, scope: Scope) -> bool:
+        """`name` is what the callers of the loop's function pass (or a `*args` tuple, or a
+        parameter annotated as a sequence), and nothing in the function says it is a tensor."""
+        if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) or scope.name == "forward":
+            return False
+        a = scope.args
+        if a.vararg is not None and a.vararg.arg == name:
+            return True  # `*inputs`: a tuple
+        param = next((p for p in (*a.posonlyargs, *a.args, *a.kwonlyargs) if p.arg == name), None)
+        if param is None and not (a.kwarg is not None and a.kwarg.arg == name):
+            return False
+        if param is not None and param.annotation is not None:
+            written = ast.unparse(param.annotation)
+            if SEQUENCE_ANNOTATION.search(written):
+                return True
+            if "Tensor" in written or "ndarray" in written:
+                return False
+        doc = ast.get_docstring(scope)
+        if doc and name in doc:
+            return False
+        return self._bindings(scope).get(name, 0) == 0
+
+    def _bindings(self, scope: Function) -> Dict[str, int]:
+        """Name -> how many times the function binds it other than as a parameter, or reads an
+        attribute off it (anywhere in its body, nested functions included)."""
+        got = self._bound.get(id(scope))
+        if got is None:
+            got = self._bound[id(scope)] = {}
+            for stmt in scope.body:
+                for node in ast.walk(stmt):
+                    if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                        got[node.id] = got.get(node.id, 0) + 1
+                    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                        got[node.value.id] = got.get(node.value.id, 0) + 1
+                    elif isinstance(node, ast.arg):
+                        got[node.arg] = got.get(node.arg, 0) + 1
+                    elif isinstance(node, ast.ExceptHandler) and node.name:
+                        got[node.name] = got.get(node.name, 0) + 1
+                    elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                        for n in node.names:
+                            got[n] = got.get(n, 0) + 1
+                    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                        for alias in node.names:
+                            local = alias.asname or alias.name.split(".")[0]
+                            got[local] = got.get(local, 0) + 1
+                    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                        got[node.name] = got.get(node.name, 0) + 1
+        return got
+
+    # -- batch sizes --------------------------------------------------------------------------------
+    def _may_be_batch_size(self, expr: ast.expr, scope: Scope, depth: int = 0) -> bool:
+        """What the rule's `_batch_size_of` may accept."""
+        if isinstance(expr, ast.Call):
+            func = expr.func
+            args = _all_args(expr)
+            if isinstance(func, ast.Attribute) and func.attr == "size" and len(args) == 1:
+                return _is_zero(args[0]) and isinstance(func.value, (ast.Name, ast.Attribute))
+            return _dotted(func) == "len" and len(args) == 1
+        if isinstance(expr, ast.Subscript):
+            index = expr.slice
+            if isinstance(index, ast.Tuple) and len(index.elts) == 1:
+                index = index.elts[0]  # `x.shape[0,]`
+            return _is_zero(index) and _shape_of(expr.value)
+        if isinstance(expr, ast.Attribute):
+            return expr.attr in BATCH_SIZE_NAMES
+        if isinstance(expr, ast.Name):
+            return expr.id in BATCH_SIZE_NAMES or (depth == 0 and self._bound_to_batch_size(expr.id, scope))
+        return False
+
+    def _bound_to_batch_size(self, name: str, scope: Scope) -> bool:
+        """The rule's `_batch_size_name`: `name` bound by one assignment in the function (nested
+        functions aside), from a batch size (`B = x.size(0)`, `B, C, H, W = x.shape`)."""
+        found = 0
+        for stmt in _assignments(scope, name):
+            if len(stmt.targets) != 1:
+                return False
+            target = stmt.targets[0]
+            if isinstance(target, ast.Name):
+                found += 1
+                if found > 1 or not self._may_be_batch_size(stmt.value, scope, depth=1):
+                    return False
+            elif isinstance(target, (ast.Tuple, ast.List)) and target.elts:
+                first = target.elts[0]
+                if not (isinstance(first, ast.Name) and first.id == name and _shape_of(_leading_dims(stmt.value))):
+                    return False
+                found += 1
+            else:
+                return False
+        return found == 1
 
 
-def _may_be_batch_size(expr: ast.AST) -> bool:
-    """What the rule's `_batch_size_of` may accept (a name may be bound to a batch size)."""
-    if isinstance(expr, ast.Call):
-        func = expr.func
-        args = _all_args(expr)
-        if isinstance(func, ast.Attribute) and func.attr == "size" and len(args) == 1:
-            return _is_zero(args[0]) and isinstance(func.value, (ast.Name, ast.Attribute))
-        return _dotted(func) == "len" and len(args) == 1
-    if isinstance(expr, ast.Subscript):
-        index = expr.slice
-        if isinstance(index, ast.Tuple) and len(index.elts) == 1:
-            index = index.elts[0]  # `x.shape[0,]`
-        return _is_zero(index) and _shape_of(expr.value)
-    if isinstance(expr, ast.Attribute):
-        return expr.attr in BATCH_SIZE_NAMES
-    return isinstance(expr, ast.Name)
+def _assignments(scope: Scope, name: str) -> List[ast.Assign]:
+    """The `=` statements of the scope (not of the functions nested in it) whose targets bind `name`."""
+    out: List[ast.Assign] = []
+    todo: List[ast.AST] = list(scope.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if isinstance(node, ast.Assign) and any(name in _names(t) for t in node.targets):
+            out.append(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _names(target: ast.AST) -> Set[str]:
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return {n for el in target.elts for n in _names(el)}
+    return set()
+
+
+def _leading_dims(expr: ast.expr) -> ast.expr:
+    """`x.shape[:2]`: `x.shape`."""
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Slice):
+        s = expr.slice
+        if (s.lower is None or _is_zero(s.lower)) and s.step is None:
+            return expr.value
+    return expr
 
 
 def _shape_of(expr: ast.AST) -> bool:
@@ -203,7 +338,7 @@ def _row_of(target: ast.AST, index: str) -> bool:
     return any(isinstance(p, ast.Slice) for p in parts[1:])
 
 
-def _strip_conversions(expr: ast.AST) -> ast.AST:
+def _strip_conversions(expr: ast.expr) -> ast.expr:
     """`t.cpu().numpy()`, `t.data`: `t` (the rule's `_strip_conversions`)."""
     while True:
         if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ("cpu", "numpy", "tolist", "detach", "data") and not _all_args(expr):
@@ -214,7 +349,7 @@ def _strip_conversions(expr: ast.AST) -> ast.AST:
             return expr
 
 
-def _iterated(it: ast.AST, target: Optional[ast.AST]) -> List[ast.AST]:
+def _iterated(it: ast.expr, target: Optional[ast.expr]) -> List[ast.expr]:
     """What a loop iterates (the rule's `_unwrap_iteration`): `x`, `enumerate(x)`, `zip(x, y)`."""
     if isinstance(it, (ast.Name, ast.Attribute)):
         return [it]
@@ -229,38 +364,44 @@ def _iterated(it: ast.AST, target: Optional[ast.AST]) -> List[ast.AST]:
     return []
 
 
-def _never_tensor_attrs(tree: ast.Module) -> Set[str]:
-    """`self.<name>`s that the data flow never takes for a tensor: no buffer of that name, and
-    every value written to it anywhere in the file is a literal or a `torch.nn` container (a
-    written name also bound another way, or in a tuple, counts as a possible tensor)."""
+def _self_tensors(tree: ast.Module) -> Set[str]:
+    """`self.<name>`s that the data flow may take for a tensor: a registered buffer, or one
+    written a value other than a literal or a `torch.nn` container (or bound another way: an
+    augmented assignment, a tuple target, a loop or `with` target)."""
     imports = _import_bindings(tree)
     maybe: Set[str] = set()
-    seen: Set[str] = set()
-    buffers_unknown = False
     for node in ast.walk(tree):
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
-                if _self_attr(t) is not None:
-                    name = _self_attr(t)
-                    seen.add(name)  # type: ignore[arg-type]
-                    if isinstance(node, ast.AugAssign) or node.value is None or not _never_tensor(node.value, imports):
-                        maybe.add(name)  # type: ignore[arg-type]
-                else:
-                    maybe.update(n for n in _attrs_inside(t))  # `self.a, self.b = ...`
+                name = _self_attr(t)
+                if name is None:
+                    maybe.update(_attrs_inside(t))  # `self.a, self.b = ...`
+                elif isinstance(node, ast.AugAssign) or node.value is None or not _never_tensor(node.value, imports):
+                    maybe.add(name)
         elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
             maybe.update(_attrs_inside(node.target))
         elif isinstance(node, ast.withitem) and node.optional_vars is not None:
             maybe.update(_attrs_inside(node.optional_vars))
+        elif isinstance(node, ast.NamedExpr):
+            maybe.update(_attrs_inside(node.target))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register_buffer":
             args = _all_args(node)
             if args and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str):
                 maybe.add(args[0].value)
             else:
-                buffers_unknown = True
-    if buffers_unknown:
-        return set()
-    return {name for name in seen if name not in maybe}
+                return _EVERY_NAME  # a buffer named at run time: any attribute may be one
+    return maybe
+
+
+class _EveryName(set):  # type: ignore[type-arg]
+    """A set that holds every name."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+_EVERY_NAME: Set[str] = _EveryName()
 
 
 def _self_attr(node: ast.AST) -> Optional[str]:
@@ -310,9 +451,8 @@ def _import_bindings(tree: ast.Module) -> Dict[str, Optional[str]]:
                     bind(root, root)
         elif isinstance(node, ast.ImportFrom):
             for a in node.names:
-                local = a.asname or a.name
-                bind(local, f"{node.module}.{a.name}" if node.module and not node.level else None)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                bind(a.asname or a.name, f"{node.module}.{a.name}" if node.module and not node.level else None)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             out[node.id] = None
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             out[node.name] = None

@@ -24,6 +24,8 @@ from typing import Dict, Optional
 BATCH_SIZE_NAMES = frozenset({"batch_size", "bsz", "bs", "n_batch", "nbatch", "num_batch"})
 #: A function whose name says it computes a loss (model code, as `forward` is).
 LOSS_FUNCTION = re.compile(r"loss|criterion", re.I)
+#: A parameter annotation that says a sequence or mapping, not a tensor (`List[Tensor]`).
+SEQUENCE_ANNOTATION = re.compile(r"\b(List|list|Sequence|Tuple|tuple|Dict|dict|Iterable|Mapping)\b")
 #: A function (or a loop's function) named for evaluation: eval/valid/test/predict/infer.
 EVAL_NAME = re.compile(
     r"(^|_)(eval|evaluate|evaluation|valid|validate|validation|val|test|testing|predict|prediction|infer|inference)(_|$)|^(eval|valid|test|predict|infer)",

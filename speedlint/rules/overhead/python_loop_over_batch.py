@@ -11,7 +11,7 @@ from speedlint.analyzer.providers.flow import flow
 from speedlint.analyzer.providers.hot import hook_of
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, LOW, MEDIUM, Fix, Impact, Rule, Status
-from speedlint.analyzer.vocabulary import BATCH_SIZE_NAMES, LOSS_FUNCTION
+from speedlint.analyzer.vocabulary import BATCH_SIZE_NAMES, LOSS_FUNCTION, SEQUENCE_ANNOTATION
 from speedlint.analyzer.providers import walk
 
 #: Attributes and methods only tensors (and arrays) have: evidence that a name holds a tensor.
@@ -29,7 +29,6 @@ _NOT_TENSOR_WORK = frozenset(
     {"print", "len", "str", "repr", "int", "float", "bool", "isinstance", "range", "enumerate", "zip",
      "list", "tuple", "dict", "set", "append", "extend", "add", "format", "join", "getattr", "hasattr", "type"}
 )
-_LIST_ANNOTATION = re.compile(r"\b(List|list|Sequence|Tuple|tuple|Dict|dict|Iterable|Mapping)\b")
 _SEQUENCE_TYPES = re.compile(r"\b(list|tuple|List|Tuple|Sequence|dict|Mapping)\b")
 #: A parameter's type as its docstring writes it (Google `x (torch.Tensor): ...`, reST `:type x: ...`,
 #: numpy `x : Tensor`): `{name}` is filled in.
@@ -434,7 +433,7 @@ class PythonLoopOverBatch(Rule):
             for p in (*scope.params.posonly_params, *scope.params.params, *scope.params.kwonly_params):
                 if p.name.value == name and p.annotation is not None:
                     text = self.ctx.code(p.annotation.annotation)
-                    if _LIST_ANNOTATION.search(text):
+                    if SEQUENCE_ANNOTATION.search(text):
                         return False
                     if "Tensor" in text or "ndarray" in text:
                         return True
