@@ -54,64 +54,157 @@ Scope = Union[Function, ast.Module]
 
 
 class _Loop:
-    """A loop the rule looks at: its iterable, target and body, and its scope (the innermost
-    function around it, else the module)."""
+    """A loop the rule looks at: its iterable, target and body, its scope (the innermost function
+    around it, else the module) and the functions around it (their ids)."""
 
-    __slots__ = ("node", "it", "target", "body", "scope")
+    __slots__ = ("node", "it", "target", "body", "scope", "inside")
 
-    def __init__(self, node: ast.AST, it: ast.expr, target: ast.expr, body: List[ast.AST], scope: Scope) -> None:
-        self.node, self.it, self.target, self.body, self.scope = node, it, target, body, scope
+    def __init__(self, node: ast.AST, it: ast.expr, target: ast.expr, body: List[ast.AST], scope: Scope, inside: Tuple[int, ...]) -> None:
+        self.node, self.it, self.target, self.body, self.scope, self.inside = node, it, target, body, scope, inside
 
 
 def batch_loop_candidates(tree: ast.Module, text: Optional[str]) -> Tuple[bool, bool]:
     """(a loop anywhere in the file may run over a batch, one in model code may); `text`: the
     source (None: not at hand)."""
-    shapes = _Shapes(tree, text)
-    candidates = [loop for loop in _loops(tree, tree) if shapes.may_loop_over_batch(loop)]
-    if not candidates:
+    index = _Index(tree)
+    if not index.loops:
         return False, False
-    model_loops = {id(node) for fn in _model_functions(tree) for node in ast.walk(fn)}
-    return True, any(id(loop.node) in model_loops for loop in candidates)
+    shapes = _Shapes(tree, text, index)
+    model = index.model_functions()
+    in_model = [loop for loop in index.loops if not model.isdisjoint(loop.inside)]
+    if any(shapes.may_loop_over_batch(loop) for loop in in_model):
+        return True, True
+    return any(shapes.may_loop_over_batch(loop) for loop in index.loops if model.isdisjoint(loop.inside)), False
 
 
-def _loops(node: ast.AST, scope: Scope) -> Iterator[_Loop]:
-    """`for` statements and single-`for` list comprehensions and generator expressions without
-    conditions, each with its scope."""
-    for child in ast.iter_child_nodes(node):
-        if isinstance(child, (ast.For, ast.AsyncFor)):
-            yield _Loop(child, child.iter, child.target, child.body, scope)
-        elif isinstance(child, (ast.ListComp, ast.GeneratorExp)) and len(child.generators) == 1 and not child.generators[0].ifs:
-            comp = child.generators[0]
-            yield _Loop(child, comp.iter, comp.target, [child.elt], scope)
-        yield from _loops(child, child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else scope)
+#: `ast` class -> the fields that may hold child nodes
+_FIELDS: Dict[type, Tuple[str, ...]] = {}
+_LEAVES = frozenset({type(None), str, int, ast.Constant, ast.Load, ast.Store, ast.Del})
+_END = object()  # marks the end of a function's subtree on the walk's stack
 
 
-def _model_functions(tree: ast.Module) -> List[ast.AST]:
-    """The functions named `forward` or like a loss, and every function they may call in the file
-    (by name: `f(...)`, `x.f(...)`, a class's `__init__` for `C(...)`), nested ones included."""
-    by_name: Dict[str, List[ast.AST]] = {}
-    classes: Set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            by_name.setdefault(node.name, []).append(node)
-        elif isinstance(node, ast.ClassDef):
-            classes.add(node.name)
-    todo = [fn for name, fns in by_name.items() if name == "forward" or LOSS_FUNCTION.search(name) for fn in fns]
-    seen: Dict[int, ast.AST] = {}
-    while todo:
-        fn = todo.pop()
-        if id(fn) in seen:
+def _fields(kind: type) -> Tuple[str, ...]:
+    got = _FIELDS.get(kind)
+    if got is None:
+        got = _FIELDS[kind] = tuple(f for f in kind._fields if f not in ("ctx", "type_comment"))  # type: ignore[attr-defined]
+    return got
+
+
+def _nodes(roots: List[ast.AST]) -> Iterator[ast.AST]:
+    """Every node under `roots` (theirs included), in no particular order."""
+    stack = list(roots)
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    AST, leaves = ast.AST, _LEAVES
+    while stack:
+        node = pop()
+        if node.__class__ in leaves:
             continue
-        seen[id(fn)] = fn
-        for node in ast.walk(fn):
-            if isinstance(node, ast.Call):
+        yield node
+        for f in _fields(node.__class__):
+            value = getattr(node, f, None)
+            if value.__class__ is list:
+                extend(value)
+            elif isinstance(value, AST):
+                push(value)
+
+
+class _Index:
+    """One walk over the tree: its loops (with their scopes), its functions and what each may
+    call by name, its classes, and the nodes the data-flow questions read (assignments,
+    imports, bindings)."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.loops: List[_Loop] = []
+        self.functions: Dict[str, List[int]] = {}  # name -> function ids
+        self.calls: Dict[int, Set[str]] = {}  # function id -> names it calls (nested functions' calls too)
+        self.classes: Set[str] = set()
+        self.writes: List[ast.AST] = []  # assignments, loop / `with` / walrus targets, `register_buffer` calls
+        self.binders: List[ast.AST] = []  # imports and every other binding of a name (`_import_bindings`)
+        self._walk(tree)
+
+    def _walk(self, tree: ast.Module) -> None:
+        loops, writes, binders, calls = self.loops, self.writes, self.binders, self.calls
+        scopes: List[Scope] = [tree]
+        open_fns: List[int] = []
+        inside: Tuple[int, ...] = ()
+        stack: list = [tree]  # type: ignore[type-arg]
+        pop, push, extend = stack.pop, stack.append, stack.extend
+        AST, leaves = ast.AST, _LEAVES
+        Name, Attribute, Call = ast.Name, ast.Attribute, ast.Call
+        defs = (ast.FunctionDef, ast.AsyncFunctionDef)
+        while stack:
+            node = pop()
+            kind = node.__class__
+            if kind in leaves:
+                continue
+            if node is _END:
+                scopes.pop()
+                open_fns.pop()
+                inside = tuple(open_fns)
+                continue
+            if kind is Name:
+                if node.ctx.__class__ is not ast.Load:
+                    binders.append(node)
+                continue
+            if kind is Attribute:
+                push(node.value)
+                continue
+            if kind is Call:
                 func = node.func
-                name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+                name = func.id if func.__class__ is Name else func.attr if func.__class__ is Attribute else None
                 if name is not None:
-                    todo.extend(by_name.get(name, ()))
-                    if name in classes:
-                        todo.extend(by_name.get("__init__", ()))
-    return list(seen.values())
+                    for fid in open_fns:
+                        calls[fid].add(name)
+                    if name == "register_buffer":
+                        writes.append(node)
+            elif kind in defs:
+                fid = id(node)
+                self.functions.setdefault(node.name, []).append(fid)
+                calls[fid] = set()
+                binders.append(node)
+                push(_END)
+                scopes.append(node)
+                open_fns.append(fid)
+                inside = tuple(open_fns)
+            elif kind is ast.For or kind is ast.AsyncFor:
+                loops.append(_Loop(node, node.iter, node.target, node.body, scopes[-1], inside))
+                writes.append(node)
+            elif kind is ast.ListComp or kind is ast.GeneratorExp:
+                comp = node.generators
+                if len(comp) == 1 and not comp[0].ifs:
+                    loops.append(_Loop(node, comp[0].iter, comp[0].target, [node.elt], scopes[-1], inside))
+            elif kind is ast.Assign or kind is ast.AnnAssign or kind is ast.AugAssign or kind is ast.NamedExpr:
+                writes.append(node)
+            elif kind is ast.comprehension or kind is ast.withitem:
+                writes.append(node)
+            elif kind is ast.ClassDef:
+                self.classes.add(node.name)
+                binders.append(node)
+            elif kind is ast.Import or kind is ast.ImportFrom or kind is ast.arg or kind is ast.ExceptHandler:
+                binders.append(node)
+            for f in _fields(kind):
+                value = getattr(node, f, None)
+                if value.__class__ is list:
+                    extend(value)
+                elif isinstance(value, AST):
+                    push(value)
+
+    def model_functions(self) -> Set[int]:
+        """The ids of the functions named `forward` or like a loss, and of every function they
+        may call in the file (by name: `f(...)`, `x.f(...)`, a class's `__init__` for `C(...)`)."""
+        by_name = self.functions
+        todo = [fid for name, fids in by_name.items() if name == "forward" or LOSS_FUNCTION.search(name) for fid in fids]
+        seen: Set[int] = set()
+        while todo:
+            fid = todo.pop()
+            if fid in seen:
+                continue
+            seen.add(fid)
+            for name in self.calls[fid]:
+                todo.extend(by_name.get(name, ()))
+                if name in self.classes:
+                    todo.extend(by_name.get("__init__", ()))
+        return seen
 
 
 def _is_zero(node: Optional[ast.AST]) -> bool:
@@ -137,9 +230,9 @@ def _all_args(call: ast.Call) -> List[ast.expr]:
 class _Shapes:
     """The loop shapes of one file (see the module docstring)."""
 
-    def __init__(self, tree: ast.Module, text: Optional[str]) -> None:
+    def __init__(self, tree: ast.Module, text: Optional[str], index: _Index) -> None:
         self.text = text
-        self._tree = tree
+        self._index = index
         self._self_tensors: Optional[Set[str]] = None
         self._bound: Dict[int, Dict[str, int]] = {}  # scope -> name -> bindings other than parameters
 
@@ -183,7 +276,7 @@ class _Shapes:
     def self_tensors(self) -> Set[str]:
         """The `self.<name>`s that may be tensors (see the module docstring)."""
         if self._self_tensors is None:
-            self._self_tensors = _self_tensors(self._tree)
+            self._self_tensors = _self_tensors(self._index)
         return self._self_tensors
 
     def _passed_in(self, name: str, scope: Scope) -> bool:
@@ -214,25 +307,24 @@ class _Shapes:
         got = self._bound.get(id(scope))
         if got is None:
             got = self._bound[id(scope)] = {}
-            for stmt in scope.body:
-                for node in ast.walk(stmt):
-                    if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-                        got[node.id] = got.get(node.id, 0) + 1
-                    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-                        got[node.value.id] = got.get(node.value.id, 0) + 1
-                    elif isinstance(node, ast.arg):
-                        got[node.arg] = got.get(node.arg, 0) + 1
-                    elif isinstance(node, ast.ExceptHandler) and node.name:
-                        got[node.name] = got.get(node.name, 0) + 1
-                    elif isinstance(node, (ast.Global, ast.Nonlocal)):
-                        for n in node.names:
-                            got[n] = got.get(n, 0) + 1
-                    elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                        for alias in node.names:
-                            local = alias.asname or alias.name.split(".")[0]
-                            got[local] = got.get(local, 0) + 1
-                    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                        got[node.name] = got.get(node.name, 0) + 1
+            for node in _nodes(list(scope.body)):
+                if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                    got[node.id] = got.get(node.id, 0) + 1
+                elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                    got[node.value.id] = got.get(node.value.id, 0) + 1
+                elif isinstance(node, ast.arg):
+                    got[node.arg] = got.get(node.arg, 0) + 1
+                elif isinstance(node, ast.ExceptHandler) and node.name:
+                    got[node.name] = got.get(node.name, 0) + 1
+                elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                    for n in node.names:
+                        got[n] = got.get(n, 0) + 1
+                elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                    for alias in node.names:
+                        local = alias.asname or alias.name.split(".")[0]
+                        got[local] = got.get(local, 0) + 1
+                elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    got[node.name] = got.get(node.name, 0) + 1
         return got
 
     # -- batch sizes --------------------------------------------------------------------------------
@@ -280,14 +372,20 @@ class _Shapes:
 def _assignments(scope: Scope, name: str) -> List[ast.Assign]:
     """The `=` statements of the scope (not of the functions nested in it) whose targets bind `name`."""
     out: List[ast.Assign] = []
-    todo: List[ast.AST] = list(scope.body)
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    stack: List[ast.AST] = list(scope.body)
+    while stack:
+        node = stack.pop()
+        kind = node.__class__
+        if kind in _LEAVES or kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
             continue
-        if isinstance(node, ast.Assign) and any(name in _names(t) for t in node.targets):
-            out.append(node)
-        todo.extend(ast.iter_child_nodes(node))
+        if kind is ast.Assign and any(name in _names(t) for t in node.targets):  # type: ignore[attr-defined]
+            out.append(node)  # type: ignore[arg-type]
+        for f in _fields(kind):
+            value = getattr(node, f, None)
+            if value.__class__ is list:
+                stack.extend(value)
+            elif isinstance(value, ast.AST):
+                stack.append(value)
     return out
 
 
@@ -364,28 +462,32 @@ def _iterated(it: ast.expr, target: Optional[ast.expr]) -> List[ast.expr]:
     return []
 
 
-def _self_tensors(tree: ast.Module) -> Set[str]:
+def _self_tensors(index: _Index) -> Set[str]:
     """`self.<name>`s that the data flow may take for a tensor: a registered buffer, or one
     written a value other than a literal or a `torch.nn` container (or bound another way: an
     augmented assignment, a tuple target, a loop or `with` target)."""
-    imports = _import_bindings(tree)
+    imports: Optional[Dict[str, Optional[str]]] = None
     maybe: Set[str] = set()
-    for node in ast.walk(tree):
+    for node in index.writes:
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
                 name = _self_attr(t)
                 if name is None:
                     maybe.update(_attrs_inside(t))  # `self.a, self.b = ...`
-                elif isinstance(node, ast.AugAssign) or node.value is None or not _never_tensor(node.value, imports):
+                elif isinstance(node, ast.AugAssign) or node.value is None:
                     maybe.add(name)
-        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+                else:
+                    if imports is None:
+                        imports = _import_bindings(index)
+                    if not _never_tensor(node.value, imports):
+                        maybe.add(name)
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension, ast.NamedExpr)):
             maybe.update(_attrs_inside(node.target))
-        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
-            maybe.update(_attrs_inside(node.optional_vars))
-        elif isinstance(node, ast.NamedExpr):
-            maybe.update(_attrs_inside(node.target))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register_buffer":
+        elif isinstance(node, ast.withitem):
+            if node.optional_vars is not None:
+                maybe.update(_attrs_inside(node.optional_vars))
+        elif isinstance(node, ast.Call):  # `register_buffer`
             args = _all_args(node)
             if args and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str):
                 maybe.add(args[0].value)
@@ -411,7 +513,7 @@ def _self_attr(node: ast.AST) -> Optional[str]:
 
 
 def _attrs_inside(target: ast.AST) -> Iterator[str]:
-    for node in ast.walk(target):
+    for node in _nodes([target]):
         name = _self_attr(node)
         if name is not None:
             yield name
@@ -433,7 +535,7 @@ def _never_tensor(value: ast.AST, imports: Dict[str, Optional[str]]) -> bool:
     return (f"{module}.{rest}" if rest else module) in _TORCH_CONTAINERS
 
 
-def _import_bindings(tree: ast.Module) -> Dict[str, Optional[str]]:
+def _import_bindings(index: _Index) -> Dict[str, Optional[str]]:
     """Local name -> the module path an import binds it to, for names that only one import
     binds and nothing else does (None: bound more than once, or otherwise too)."""
     out: Dict[str, Optional[str]] = {}
@@ -441,7 +543,7 @@ def _import_bindings(tree: ast.Module) -> Dict[str, Optional[str]]:
     def bind(name: str, path: Optional[str]) -> None:
         out[name] = path if name not in out else None
 
-    for node in ast.walk(tree):
+    for node in index.binders:
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.asname:
@@ -452,7 +554,7 @@ def _import_bindings(tree: ast.Module) -> Dict[str, Optional[str]]:
         elif isinstance(node, ast.ImportFrom):
             for a in node.names:
                 bind(a.asname or a.name, f"{node.module}.{a.name}" if node.module and not node.level else None)
-        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+        elif isinstance(node, ast.Name):
             out[node.id] = None
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             out[node.name] = None
