@@ -158,7 +158,7 @@ def contains(ctx: FileContext, outer: cst.CSTNode, node: cst.CSTNode) -> bool:
 
 
 def calls_in(ctx: FileContext, node: cst.CSTNode) -> List[cst.Call]:
-    return [c for c in ctx.torch.calls if contains(ctx, node, c)]
+    return ctx.torch.calls_inside(node)
 
 
 def step_calls(ctx: FileContext, loop: Loop, pred: Callable[[cst.Call], bool]) -> List[cst.Call]:

@@ -21,6 +21,8 @@ From that:
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple, Union
@@ -228,6 +230,7 @@ class TorchFacts:
         self.units: Dict[Unit, UnitInfo] = {}
         self.loops: List[Loop] = []
         self.calls: List[cst.Call] = []
+        self._call_starts: Optional[List[int]] = None  # the tree index of each call (`calls_inside`)
         self.functions: Dict[str, List[cst.FunctionDef]] = {}
         self.methods: Dict[Tuple[str, str], List[cst.FunctionDef]] = {}
         self.all_functions: List[cst.FunctionDef] = []
@@ -597,6 +600,18 @@ class TorchFacts:
         if i is None or j is None:  # not nodes of this tree
             return node is outer
         return i <= j < tree.ends[i]
+
+    def calls_inside(self, node: cst.CSTNode) -> List[cst.Call]:
+        """The calls in `node`'s subtree (`node` included), in reading order: a range of
+        `self.calls` (recorded in reading order), found by bisection."""
+        tree = self.tree
+        i = tree.index(node)
+        if i is None:  # not a node of this tree
+            return [c for c in self.calls if c is node]
+        starts = self._call_starts
+        if starts is None:
+            starts = self._call_starts = [tree.index(c) for c in self.calls]  # type: ignore[misc]
+        return self.calls[bisect_left(starts, i):bisect_left(starts, tree.ends[i])]
 
     def enclosing_function(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
         for a in self.ancestors(node):
