@@ -136,6 +136,7 @@ class Program:
         #: (module id, name, level) of a relative import, (folder, root, name) of an absolute one
         self._module_memo: Dict[Tuple[Any, str, Any], Optional[int]] = {}
         self._module_class_memo: Dict[int, bool] = {}
+        self._loader_class_memo: Dict[int, bool] = {}
         self.bases: List[List[int]] = [self._resolve_bases(cid) for cid in range(len(self.classes))]
         self.base_names: List[Set[str]] = [self._external_bases(cid) for cid in range(len(self.classes))]
         self.subclasses: Dict[int, Set[int]] = {}
@@ -328,7 +329,10 @@ class Program:
 
     def is_loader_class(self, cid: int) -> bool:
         """A project subclass of a data loader (GraphSAINT-style samplers are DataLoaders)."""
-        return any(name.rsplit(".", 1)[-1] in LOADER_NAMES for name in self.all_base_names(cid))
+        got = self._loader_class_memo.get(cid)
+        if got is None:
+            got = self._loader_class_memo[cid] = any(name.rsplit(".", 1)[-1] in LOADER_NAMES for name in self.all_base_names(cid))
+        return got
 
     def loader_modules(self) -> Set[int]:
         """The modules that call a data loader class by its name (torch's, the graph libraries',
@@ -420,8 +424,19 @@ class Program:
         visit of every function would fill them, and each round ends as evaluating every
         function would end it."""
         inputs = iter(self._inputs[fid])
+        attrs, symbols = self._attr_memo, self._symbol_memo
         for kind, a, b, seen in zip(inputs, inputs, inputs, inputs):
-            got = self._input(fid, kind, a, b)
+            # the two most read kinds through their memos in place (as `_attr` and `symbol` do)
+            if kind == "a":
+                got = attrs.get((a, b))
+                if got is None:
+                    got = self._attr(a, b)
+            elif kind == "s":
+                got = symbols.get((a, b))
+                if got is None:
+                    got = self.symbol(a, b)
+            else:
+                got = self._input(fid, kind, a, b)
             if got is not seen and got != seen:
                 return False
         return True
@@ -458,23 +473,28 @@ class Program:
         return got
 
     def _local_env(self, mid: int, fid: Optional[int], fn: Dict[str, Any]) -> Dict[str, Set[str]]:
-        env: Dict[str, Set[str]] = {}
-        if fid is not None:
-            if self._reads is not None:
-                self._reads.setdefault(("p", None, None), self._param_version[fid])
-            for p, t in self.param_types[fid].items():
-                env[p] = set(t)
-            cid = self.fn_class[fid]
-            if cid is not None and fn["params"] and not fn.get("static"):
-                kinds = self._selves(cid)
-                is_classmethod = any(d == ("n", "classmethod") for d in fn["dec"])
-                env[fn["params"][0]] = set(kinds[1] if is_classmethod else kinds[0])
+        env = self.param_env(fid, fn) if fid is not None else {}
         assigns = fn["assign"]
         for _ in range(2):  # a = B(); c = a  (flow-insensitive, two passes settle most chains)
             for name, values in assigns.items():
                 got = env.setdefault(name, set())
                 for v in values:
                     got |= self.eval(mid, fid, v, env)
+        return env
+
+    def param_env(self, fid: int, fn: Dict[str, Any]) -> Dict[str, Set[str]]:
+        """The types of the parameters of function `fid` (`self` and `cls` included): what its
+        `_local_env` starts from, and all of it for a name no assignment of `fn` binds."""
+        env: Dict[str, Set[str]] = {}
+        if self._reads is not None:
+            self._reads.setdefault(("p", None, None), self._param_version[fid])
+        for p, t in self.param_types[fid].items():
+            env[p] = set(t)
+        cid = self.fn_class[fid]
+        if cid is not None and fn["params"] and not fn.get("static"):
+            kinds = self._selves(cid)
+            is_classmethod = any(d == ("n", "classmethod") for d in fn["dec"])
+            env[fn["params"][0]] = set(kinds[1] if is_classmethod else kinds[0])
         return env
 
     def _selves(self, cid: int) -> Tuple[FrozenSet[str], FrozenSet[str]]:
@@ -516,8 +536,9 @@ class Program:
         tag = expr[0]
         if tag == "n":
             name = expr[1]
-            if name in env:
-                return env[name]
+            got = env.get(name)  # (an environment holds sets, never None)
+            if got is not None:
+                return got
             if fid is not None:
                 fn = self.functions[fid][1]
                 outer = fn.get("outer")
@@ -526,20 +547,29 @@ class Program:
                         ofn = self.functions[ofid][1]
                         if name in ofn["assign"]:
                             return self._outer_name(ofid, name)
-                nested = self._nested_def(mid, fid, name)
+                # (the memos read in place: the same values `_nested_def` and `symbol` give)
+                nested = self._nested_memo.get((fid, name))
+                if nested is None:
+                    nested = self._nested_def(mid, fid, name)
                 if nested:
                     return nested
-            got = self.symbol(mid, name)
+            got = self._symbol_memo.get((mid, name))
+            if got is None:
+                got = self.symbol(mid, name)
             if self._reads is not None:
                 self._reads.setdefault(("s", mid, name), got)
             return got
         if tag == "a":
             out: Set[str] = set()
             reads = self._reads
+            attr = expr[2]
+            memo = self._attr_memo
             for o in self.eval(mid, fid, expr[1], env, depth + 1):
-                got = self._attr(o, expr[2])
+                got = memo.get((o, attr))
+                if got is None:
+                    got = self._attr(o, attr)
                 if reads is not None:
-                    reads.setdefault(("a", o, expr[2]), got)
+                    reads.setdefault(("a", o, attr), got)
                 out |= got
             return out
         if tag == "c":
