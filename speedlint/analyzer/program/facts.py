@@ -553,26 +553,14 @@ class ProgramFacts(Hotness):
         for fid in (None, *m.fids):
             body = self._body(mid, fid)
             env: Optional[Dict[str, Set[str]]] = None
-            params: Optional[Dict[str, Set[str]]] = None
             for call in body["calls"]:
                 text = _callee_text(call[1])
                 if text is None or text in seen:
                     continue
                 seen.add(text)
-                root = call[1]  # (a name or an attribute chain: `text` is not None)
-                while root[0] == "a":
-                    root = root[1]
-                if fid is not None and root[1] not in body["assign"]:
-                    # a chain reads its root name alone, and no assignment binds that name here:
-                    # the parameters' types give what the whole environment would (exact)
-                    if params is None:
-                        params = p.param_env(fid, body)
-                    objs = p.eval(mid, fid, call[1], params)
-                else:
-                    if env is None:
-                        env = self._env(mid, fid)
-                    objs = p.eval(mid, fid, call[1], env)
-                if any(self._makes_module(o) for o in objs):
+                if env is None:
+                    env = self._env(mid, fid)
+                if any(self._makes_module(o) for o in p.eval(mid, fid, call[1], env)):
                     found.add(text)
         return found
 

@@ -435,6 +435,11 @@ class Program:
                 got = symbols.get((a, b))
                 if got is None:
                     got = self.symbol(a, b)
+            elif kind == "m":  # (and the next two most read, as `_input` reads them)
+                many = self.param_types[a].get(b)
+                got = many is not None and len(many) > MAX_TYPES
+            elif kind == "p":
+                got = self._param_version[fid]
             else:
                 got = self._input(fid, kind, a, b)
             if got is not seen and got != seen:
@@ -473,28 +478,23 @@ class Program:
         return got
 
     def _local_env(self, mid: int, fid: Optional[int], fn: Dict[str, Any]) -> Dict[str, Set[str]]:
-        env = self.param_env(fid, fn) if fid is not None else {}
+        env: Dict[str, Set[str]] = {}
+        if fid is not None:
+            if self._reads is not None:
+                self._reads.setdefault(("p", None, None), self._param_version[fid])
+            for p, t in self.param_types[fid].items():
+                env[p] = set(t)
+            cid = self.fn_class[fid]
+            if cid is not None and fn["params"] and not fn.get("static"):
+                kinds = self._selves(cid)
+                is_classmethod = any(d == ("n", "classmethod") for d in fn["dec"])
+                env[fn["params"][0]] = set(kinds[1] if is_classmethod else kinds[0])
         assigns = fn["assign"]
         for _ in range(2):  # a = B(); c = a  (flow-insensitive, two passes settle most chains)
             for name, values in assigns.items():
                 got = env.setdefault(name, set())
                 for v in values:
                     got |= self.eval(mid, fid, v, env)
-        return env
-
-    def param_env(self, fid: int, fn: Dict[str, Any]) -> Dict[str, Set[str]]:
-        """The types of the parameters of function `fid` (`self` and `cls` included): what its
-        `_local_env` starts from, and all of it for a name no assignment of `fn` binds."""
-        env: Dict[str, Set[str]] = {}
-        if self._reads is not None:
-            self._reads.setdefault(("p", None, None), self._param_version[fid])
-        for p, t in self.param_types[fid].items():
-            env[p] = set(t)
-        cid = self.fn_class[fid]
-        if cid is not None and fn["params"] and not fn.get("static"):
-            kinds = self._selves(cid)
-            is_classmethod = any(d == ("n", "classmethod") for d in fn["dec"])
-            env[fn["params"][0]] = set(kinds[1] if is_classmethod else kinds[0])
         return env
 
     def _selves(self, cid: int) -> Tuple[FrozenSet[str], FrozenSet[str]]:
