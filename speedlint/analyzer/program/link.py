@@ -447,15 +447,22 @@ class Program:
         return True
 
     def _input(self, fid: int, kind: str, a: Any, b: Any) -> Any:
-        """What the input `kind` `a` `b` of a visit of `fid` is now (`_reads`)."""
-        if kind == "a":  # an attribute of an object
-            return self._attr(a, b)
+        """What the input `kind` `a` `b` of a visit of `fid` is now (`_reads`). (The kinds most
+        read come first.)"""
+        if kind == "m":  # a parameter may be many things already
+            got = self.param_types[a].get(b)
+            return got is not None and len(got) > MAX_TYPES
+        if kind == "x":  # some call does not give a parameter a literal sequence
+            known = self.param_elems.get(a, {})
+            return b in known and known[b] is None
         if kind == "s":  # a module-level name of a module
             return self.symbol(a, b)
-        if kind == "r":  # what a function returns
-            return self.ret_types[a]
+        if kind == "a":  # an attribute of an object
+            return self._attr(a, b)
         if kind == "p":  # the function's parameters (a version)
             return self._param_version[fid]
+        if kind == "r":  # what a function returns
+            return self.ret_types[a]
         if kind == "e":  # each position of the literal tuple a function returns (a version)
             return self._ret_elems_version[a]
         if kind == "o":  # a name of an enclosing function (a copy: the set may grow after)
@@ -463,12 +470,6 @@ class Program:
         if kind == "q":  # a position of the literal sequence a parameter is given (a copy)
             got = self._param_element(fid, a, b)
             return None if got is None else frozenset(got)
-        if kind == "x":  # some call does not give a parameter a literal sequence
-            known = self.param_elems.get(a, {})
-            return b in known and known[b] is None
-        if kind == "m":  # a parameter may be many things already
-            got = self.param_types[a].get(b)
-            return got is not None and len(got) > MAX_TYPES
         raise ValueError(kind)
 
     def _read(self, fid: int, kind: str, a: Any, b: Any) -> Any:
@@ -494,6 +495,13 @@ class Program:
             for name, values in assigns.items():
                 got = env.setdefault(name, set())
                 for v in values:
+                    if v is None:
+                        continue  # (nothing: as `eval` gives)
+                    if v[0] == "n":  # `c = a` of a name here: its types, as `eval` gives them
+                        known = env.get(v[1])
+                        if known is not None:
+                            got |= known
+                            continue
                     got |= self.eval(mid, fid, v, env)
         return env
 
@@ -582,7 +590,7 @@ class Program:
                     if index is not None and 0 <= index - (o[0] == "B") < len(expr[2]):
                         out |= self.eval(mid, fid, expr[2][index - (o[0] == "B")], env, depth + 1)
             tail = _callee_tail(func)
-            if len(expr) > 4 and (tail in LOADER_NAMES or any(o[0] == "C" and self.is_loader_class(int(o[2:])) for o in out)):
+            if len(expr) > 4 and (tail in LOADER_NAMES or (out and any(o[0] == "C" and self.is_loader_class(int(o[2:])) for o in out))):
                 out.add(f"L:{mid}:{expr[4]}")  # a data loader built here
             if func[0] == "a" and tail in _RETURNS_SELF:  # `Net(...).to(device)` is the Net
                 out |= {o for o in self.eval(mid, fid, func[1], env, depth + 1) if o[0] == "I"}
@@ -593,6 +601,8 @@ class Program:
                     out |= self.eval(mid, fid, a, env, depth + 1)
                 out |= self.eval(mid, fid, expr[3].get("*"), env, depth + 1)
             return out
+        if tag == "k":  # a constant (the most common tag left)
+            return set()
         if tag in ("s", "e"):
             return self.eval(mid, fid, expr[1], env, depth + 1)
         if tag == "i":
@@ -736,6 +746,8 @@ class Program:
         edges = []
         for i, call in enumerate(fn["calls"]):
             objs = self.eval(mid, fid, call[C_FUNC], env)
+            if not objs:
+                continue  # (it calls nothing known: no fields, callees nor edges)
             for o in objs:
                 if o[0] == "C" and self._bind_fields(int(o[2:]), call, mid, fid, env):
                     changed = True
