@@ -127,6 +127,13 @@ class Program:
                 self.fn_class[fid] = self.modules[mid].cids.get(fn["cls"])
         #: the memoised types, read-only and shared: equal ones are one frozenset (`_shared`)
         self._symbol_memo: Dict[Tuple[int, str], FrozenSet[str]] = {}
+        #: The memoised names and attributes that no round can change, kept from round to round:
+        #: what only imports, definitions and methods give (no module global, no attribute type,
+        #: no record, no cycle's placeholder, no depth cut, in any name it was resolved through).
+        #: Exact: computed again they are the same, and whatever reads them reads the same.
+        self._fixed_symbols: Dict[Tuple[int, str], FrozenSet[str]] = {}
+        self._fixed_attrs: Dict[Tuple[str, str], FrozenSet[str]] = {}
+        self._symbol_fixed = True  # (while `symbol` resolves a name: no round can change it)
         self._sets: Dict[FrozenSet[str], FrozenSet[str]] = {}
         self._mro: Dict[int, List[int]] = {}
         self._used: Dict[int, FrozenSet[str]] = {}
@@ -209,9 +216,13 @@ class Program:
         key = (mid, name)
         got = self._symbol_memo.get(key)
         if got is not None:
+            if key not in self._fixed_symbols:
+                self._symbol_fixed = False  # (one of the round, or a cycle's placeholder)
             return got
         if depth > 12:
+            self._symbol_fixed = False
             return set()
+        around, self._symbol_fixed = self._symbol_fixed, True
         self._symbol_memo[key] = _NOTHING  # cycles end quietly
         m = self.modules[mid]
         s = m.summary
@@ -242,6 +253,7 @@ class Program:
                         if sub is not None:
                             out.add(f"M:{sub}")
             elif name in s["module"]["assign"]:
+                self._symbol_fixed = False  # module globals grow from round to round
                 out |= m.globals_env.get(name, set())
             elif s["star"] and not name.startswith("_"):
                 # `from m import *` of a project module: the names it defines (its literal
@@ -251,6 +263,9 @@ class Program:
                     if target is not None and self._exports(target, name):
                         out |= self.symbol(target, name, depth + 1)
         got = self._symbol_memo[key] = self._shared(out)
+        if self._symbol_fixed:
+            self._fixed_symbols[key] = got
+        self._symbol_fixed = around and self._symbol_fixed
         return got
 
     def _shared(self, types: Set[str]) -> FrozenSet[str]:
@@ -393,8 +408,10 @@ class Program:
                         m.globals_env.setdefault(k, set()).update(v)
                         changed = True
             self._symbol_memo.clear()  # module globals may have grown
+            self._symbol_memo.update(self._fixed_symbols)
             self._outer_memo.clear()
             self._attr_memo.clear()  # attribute types grow from round to round
+            self._attr_memo.update(self._fixed_attrs)
             self._sets.clear()
             for fid, (mid, fn) in enumerate(self.functions):
                 if round_ and self._inputs_unchanged(fid):
@@ -407,6 +424,7 @@ class Program:
         self._inputs = []
         self._used.clear()
         self._attr_memo.clear()
+        self._attr_memo.update(self._fixed_attrs)
         self._outer_memo.clear()
         self._sets.clear()
         self.callers: List[List[Tuple[int, int]]] = [[] for _ in self.functions]
@@ -572,7 +590,12 @@ class Program:
             reads = self._reads
             attr = expr[2]
             memo = self._attr_memo
-            for o in self.eval(mid, fid, expr[1], env, depth + 1):
+            base = expr[1]
+            # (a name of the environment, the most common base, read in place: as `eval` reads it)
+            objs = env.get(base[1]) if base is not None and base[0] == "n" and depth < 10 else None
+            if objs is None:
+                objs = self.eval(mid, fid, base, env, depth + 1)
+            for o in objs:
                 got = memo.get((o, attr))
                 if got is None:
                     got = self._attr(o, attr)
@@ -583,7 +606,10 @@ class Program:
         if tag == "c":
             out = set()
             func = expr[1]
-            for o in self.eval(mid, fid, func, env, depth + 1):
+            objs = env.get(func[1]) if func[0] == "n" and depth < 10 else None  # (as above)
+            if objs is None:
+                objs = self.eval(mid, fid, func, env, depth + 1)
+            for o in objs:
                 out |= self._call_result(o)
                 if o[0] in "FB":  # a generator that yields the items of an argument (`log_every(loader)`)
                     index = self.functions[int(o[2:])][1].get("yields")
@@ -651,26 +677,32 @@ class Program:
         key = (obj, name)
         got = self._attr_memo.get(key)
         if got is None:
-            got = self._attr_memo[key] = self._shared(self._attr_uncached(obj, name))
+            types, fixed = self._attr_uncached(obj, name)
+            got = self._attr_memo[key] = self._shared(types)
+            if fixed:
+                self._fixed_attrs[key] = got
         return got
 
-    def _attr_uncached(self, obj: str, name: str) -> Set[str]:
+    def _attr_uncached(self, obj: str, name: str) -> Tuple[Set[str], bool]:
+        """The types of attribute `name` of `obj`, and whether no round can change them (a
+        module's name that no round can change, a method)."""
         kind, _, rest = obj.partition(":")
         if kind == "M":
-            return self.symbol(int(rest), name)
+            got = self.symbol(int(rest), name)
+            return got, (int(rest), name) in self._fixed_symbols
         if kind == "R":
-            return self._record_field(obj, name)
+            return self._record_field(obj, name), False
         if kind in ("I", "C", "S"):
             cid = int(rest)
             meth = self.method(cid, name, skip_self=kind == "S")
             if meth is not None:
-                return {f"B:{meth}"} if kind in ("I", "S") else {f"F:{meth}"}
+                return ({f"B:{meth}"} if kind in ("I", "S") else {f"F:{meth}"}), True
             if kind == "I":
                 out: Set[str] = set()
                 for c in self.mro(cid):
                     out |= self.attr_types.get(c, {}).get(name, _NOTHING)
-                return out
-        return set()
+                return out, False
+        return set(), True
 
     def _call_result(self, obj: str) -> Set[str]:
         kind, _, rest = obj.partition(":")
