@@ -73,7 +73,7 @@ def add_inference_seeds(
         sites = callers(fid)
         if sites and all(inference_site(c, i, known) for c, i in sites):
             known.add(fid)
-            for callee in (*(c for _, c in p.edges[fid]), *extra_callees.get(fid, ())):
+            for callee in (*(edge[1] for edge in p.edges[fid]), *extra_callees.get(fid, ())):
                 if callee not in known and callee not in queued:
                     queued.add(callee)
                     todo.append(callee)

@@ -443,6 +443,7 @@ class Program:
         function would end it."""
         inputs = iter(self._inputs[fid])
         attrs, symbols = self._attr_memo, self._symbol_memo
+        got: Any  # (each kind its own type, as `seen`)
         for kind, a, b, seen in zip(inputs, inputs, inputs, inputs):
             # the two most read kinds through their memos in place (as `_attr` and `symbol` do)
             if kind == "a":
@@ -573,13 +574,16 @@ class Program:
                         ofn = self.functions[ofid][1]
                         if name in ofn["assign"]:
                             return self._outer_name(ofid, name)
-                # (the memos read in place: the same values `_nested_def` and `symbol` give)
-                nested = self._nested_memo.get((fid, name))
+                # (the memos read in place: the same values `_nested_def` and `symbol` give; they
+                # hold read-only sets, as those give them)
+                nested_memo: Dict[Any, Any] = self._nested_memo
+                nested = nested_memo.get((fid, name))
                 if nested is None:
                     nested = self._nested_def(mid, fid, name)
                 if nested:
                     return nested
-            got = self._symbol_memo.get((mid, name))
+            symbols: Dict[Any, Any] = self._symbol_memo
+            got = symbols.get((mid, name))
             if got is None:
                 got = self.symbol(mid, name)
             if self._reads is not None:
@@ -589,7 +593,7 @@ class Program:
             out: Set[str] = set()
             reads = self._reads
             attr = expr[2]
-            memo = self._attr_memo
+            memo: Dict[Any, Any] = self._attr_memo
             base = expr[1]
             # (a name of the environment, the most common base, read in place: as `eval` reads it)
             objs = env.get(base[1]) if base is not None and base[0] == "n" and depth < 10 else None
