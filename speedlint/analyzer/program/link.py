@@ -582,11 +582,18 @@ class Program:
                     nested = self._nested_def(mid, fid, name)
                 if nested:
                     return nested
+            # A name no round can change is no input of the visit (`_inputs_unchanged` would
+            # find it the same, and fill no memo: it is kept from round to round).
+            at = (mid, name)
+            fixed: Dict[Any, Any] = self._fixed_symbols
+            got = fixed.get(at)
+            if got is not None:
+                return got
             symbols: Dict[Any, Any] = self._symbol_memo
-            got = symbols.get((mid, name))
+            got = symbols.get(at)
             if got is None:
                 got = self.symbol(mid, name)
-            if self._reads is not None:
+            if self._reads is not None and at not in fixed:
                 self._reads.setdefault(("s", mid, name), got)
             return got
         if tag == "a":
@@ -599,12 +606,16 @@ class Program:
             objs = env.get(base[1]) if base is not None and base[0] == "n" and depth < 10 else None
             if objs is None:
                 objs = self.eval(mid, fid, base, env, depth + 1)
+            fixed_attrs: Dict[Any, Any] = self._fixed_attrs
             for o in objs:
-                got = memo.get((o, attr))
+                key = (o, attr)
+                got = fixed_attrs.get(key)  # (as for names above: no input of the visit)
                 if got is None:
-                    got = self._attr(o, attr)
-                if reads is not None:
-                    reads.setdefault(("a", o, attr), got)
+                    got = memo.get(key)
+                    if got is None:
+                        got = self._attr(o, attr)
+                    if reads is not None and key not in fixed_attrs:
+                        reads.setdefault(("a", o, attr), got)
                 out |= got
             return out
         if tag == "c":
