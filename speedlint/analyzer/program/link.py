@@ -440,7 +440,8 @@ class Program:
         differs: the round's memos (attribute types, module names, closures' names), which
         whatever asks first fills, are filled at the same points and with the same values as a
         visit of every function would fill them, and each round ends as evaluating every
-        function would end it."""
+        function would end it. (A name or attribute no round can change, `_fixed_symbols`, is
+        no input: it reads the same, and its memo is filled from round to round.)"""
         inputs = iter(self._inputs[fid])
         attrs, symbols = self._attr_memo, self._symbol_memo
         got: Any  # (each kind its own type, as `seen`)
