@@ -400,6 +400,7 @@ class ConfigFlow:
                 self._visit_reads[("f", fid)], self._reading = self._reading, None
             if not changed:
                 break
+        self._visit_reads = {}  # (only the rounds need them)
         for m in p.modules:
             self.envs[(m.id, None)] = self.env(m.id, None)
 

@@ -424,7 +424,7 @@ class Program:
         self._inputs = []
         self._used.clear()
         self._attr_memo.clear()
-        self._attr_memo.update(self._fixed_attrs)
+        self._fixed_symbols, self._fixed_attrs = {}, {}  # (memory: now they change nothing)
         self._outer_memo.clear()
         self._sets.clear()
         self.callers: List[List[Tuple[int, int]]] = [[] for _ in self.functions]
