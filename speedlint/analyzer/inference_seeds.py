@@ -55,17 +55,28 @@ def add_inference_seeds(
         # a periodic call from the training step, without grad (image logging every N steps)
         return "step" in hot.hot[caller] and bool(flags & _GUARDED) and bool(flags & _GRAD_OFF)
 
+    # The least set closed under "every call site is an inference site": a work-list, checking
+    # every function once, then again the callees of each function found (the only ones whose
+    # sites changed). Exact: the test only grows with `known`, so any order reaches the same set.
+    extra_callees: Dict[int, List[int]] = {}
+    for callee, sites in extra.items():
+        for caller, _ in sites:
+            extra_callees.setdefault(caller, []).append(callee)
     known: set = set()
-    changed = True
-    while changed:
-        changed = False
-        for fid in range(len(p.functions)):
-            if fid in known or hot.reaches(fid, "backward") or "step" in hot.hot[fid]:
-                continue
-            sites = callers(fid)
-            if sites and all(inference_site(c, i, known) for c, i in sites):
-                known.add(fid)
-                changed = True
+    todo = list(range(len(p.functions) - 1, -1, -1))  # (popped from the end: in order)
+    queued = set(todo)
+    while todo:
+        fid = todo.pop()
+        queued.discard(fid)
+        if fid in known or hot.reaches(fid, "backward") or "step" in hot.hot[fid]:
+            continue
+        sites = callers(fid)
+        if sites and all(inference_site(c, i, known) for c, i in sites):
+            known.add(fid)
+            for callee in (*(edge[1] for edge in p.edges[fid]), *extra_callees.get(fid, ())):
+                if callee not in known and callee not in queued:
+                    queued.add(callee)
+                    todo.append(callee)
     for fid in sorted(known):
         mid, fn = p.functions[fid]
         if not fn["grad_off"]:

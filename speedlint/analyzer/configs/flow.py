@@ -60,6 +60,13 @@ class ConfigFlow:
         self.load_sites: Dict[int, Tuple[int, int]] = {}  # source id -> (module, line) of its first load (SPD704)
         self._fmt = ""  # the format of the load being resolved, and the candidate files it met
         self._choices: List[str] = []
+        #: the work-list of `run`: how many times each thing a visit reads has grown (("p", fid):
+        #: its parameters, ("r", fid): what it returns, ("a", cid): the attributes of a class,
+        #: ("g", mid): a module's globals), what the visit under way reads (with the count then),
+        #: and what each function's (("f", fid)) or module's (("m", mid)) latest visit read
+        self._grown: Dict[Tuple[str, int], int] = {}
+        self._reading: Optional[Dict[Tuple[str, int], int]] = None
+        self._visit_reads: Dict[Tuple[str, int], Dict[Tuple[str, int], int]] = {}
 
     # -- sources -----------------------------------------------------------------------------
     def _source(self, layers: List[Layer]) -> Optional[int]:
@@ -227,6 +234,7 @@ class ConfigFlow:
     def env(self, mid: int, fid: Optional[int]) -> Dict[str, Set[Ref]]:
         env: Dict[str, Set[Ref]] = {}
         if fid is not None:
+            self._note_read("p", fid)
             for name, refs in self.params[fid].items():
                 env[name] = set(refs)
         for name, refs in self._own_roots(mid, fid):
@@ -266,10 +274,12 @@ class ConfigFlow:
             return set()
         out: Set[Ref] = set()
         for c in self.p.mro(cid):
+            self._note_read("a", c)
             out |= self.attrs.get(c, {}).get(attr, set())
         return out
 
     def _global(self, mid: int, name: str, depth: int = 0) -> Set[Ref]:
+        self._note_read("g", mid)
         got = self.globals[mid].get(name)
         if got:
             return got
@@ -309,6 +319,7 @@ class ConfigFlow:
                 return out
             out = set()
             for callee in self._callees(mid, fid, func):
+                self._note_read("r", callee)
                 out |= self.returns[callee]
             return out
         return set()
@@ -335,17 +346,25 @@ class ConfigFlow:
         for _ in range(_ROUNDS):
             changed = False
             for m in p.modules:
+                if self._unchanged(("m", m.id)):
+                    continue  # (as below)
+                self._reading = {}
                 env = self.env(m.id, None)
                 for name, refs in env.items():
                     if not refs <= self.globals[m.id].get(name, set()):
                         self.globals[m.id].setdefault(name, set()).update(refs)
+                        self._grew("g", m.id)
                         changed = True
                 changed |= self._calls(m.id, None, env)
+                self._visit_reads[("m", m.id)], self._reading = self._reading, None
             # module globals and `self` attributes holding a config reach functions of any module
             self._shared = any(self.globals) or any(self.attrs.values())
             for fid, (mid, fn) in enumerate(p.functions):
-                if not self._may_matter(mid, fid):
+                if not self._may_matter(mid, fid) or self._unchanged(("f", fid)):
+                    # (unchanged: a visit would compute the environment it computed last time, and
+                    # what it would add, to returns, attributes and callees' parameters, is there)
                     continue
+                self._reading = {}
                 env = self.env(mid, fid)
                 self.envs[(mid, fid)] = env
                 ret: Set[Ref] = set()
@@ -356,6 +375,7 @@ class ConfigFlow:
                         ret |= refs
                 if not ret <= self.returns[fid]:
                     self.returns[fid] |= ret
+                    self._grew("r", fid)
                     changed = True
                 cid = p.fn_class[fid]
                 if cid is not None:
@@ -365,18 +385,37 @@ class ConfigFlow:
                             new = self.eval(mid, fid, v, env)
                             if not new <= got:
                                 got |= new
+                                self._grew("a", cid)
                                 changed = True
                     for name, refs in self._own_roots(mid, fid):
                         if name.startswith("self."):
                             got = self.attrs.setdefault(cid, {}).setdefault(name[5:], set())
                             if not refs <= got:
                                 got |= refs
+                                self._grew("a", cid)
                                 changed = True
                 changed |= self._calls(mid, fid, env)
+                # (a read is noted with the count it had then: one the visit itself grew after
+                # reading it differs next round, and the function is visited again)
+                self._visit_reads[("f", fid)], self._reading = self._reading, None
             if not changed:
                 break
+        self._visit_reads = {}  # (only the rounds need them)
         for m in p.modules:
             self.envs[(m.id, None)] = self.env(m.id, None)
+
+    def _note_read(self, kind: str, key: int) -> None:
+        """The visit under way reads this (`_grown`)."""
+        if self._reading is not None:
+            self._reading.setdefault((kind, key), self._grown.get((kind, key), 0))
+
+    def _grew(self, kind: str, key: int) -> None:
+        self._grown[(kind, key)] = self._grown.get((kind, key), 0) + 1
+
+    def _unchanged(self, visit: Tuple[str, int]) -> bool:
+        """Whether nothing the latest visit of a function or module read has grown since."""
+        reads = self._visit_reads.get(visit)
+        return reads is not None and all(self._grown.get(key, 0) == n for key, n in reads.items())
 
     def _may_matter(self, mid: int, fid: int) -> bool:
         """Skip functions that neither receive, make nor read a config (most of a large program)."""
@@ -402,6 +441,7 @@ class ConfigFlow:
                 if len(got) >= _MAX_REFS or refs <= got:
                     continue
                 got |= refs
+                self._grew("p", callee)
                 changed = True
         return changed
 

@@ -11,6 +11,7 @@ and config-file facts (`data`) are added last.
 
 from __future__ import annotations
 
+import gc
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from speedlint.analyzer.configs.reader import Mapping
@@ -151,6 +152,7 @@ class ProgramFacts(Hotness):
         out: Dict[Tuple[int, int], Dict[str, str]] = {}
         units = [(m.id, None) for m in p.modules] + [(mid, fid) for fid, (mid, _) in enumerate(p.functions)]
         envs: Dict[int, Dict[str, Set[str]]] = {}  # the functions' names, asked once each
+        self._loop_envs = envs  # (and by `_module_makers` after: the program does not change now)
         for mid, fid in units:
             body = self._body(mid, fid)
             loops = body["loops"]
@@ -378,6 +380,7 @@ class ProgramFacts(Hotness):
             makers = self._module_makers(m.id)
             if makers:
                 out.setdefault(m.shown, FileSeeds()).project["models"] = sorted(makers)
+        self._loop_envs = {}
         # command-line option defaults declared in another module of the same program
         # (`main.py` parses, `exp/trainer.py` reads `self.args.use_amp`), for the files with seeds
         options_of = self._program_options()
@@ -559,7 +562,11 @@ class ProgramFacts(Hotness):
                     continue
                 seen.add(text)
                 if env is None:
-                    env = self._env(mid, fid)
+                    # one `loader_uses` computed is the same: every name and attribute it
+                    # resolved is memoised, nothing has changed since, and it is only read
+                    env = self._loop_envs.get(fid) if fid is not None else None
+                    if env is None:
+                        env = self._env(mid, fid)
                 if any(self._makes_module(o) for o in p.eval(mid, fid, call[1], env)):
                     found.add(text)
         return found
@@ -639,6 +646,19 @@ def link(files: Sequence[Tuple[str, str, Dict[str, Any]]], config_files: Sequenc
     files = [f for f in files if f[2] is not None]
     if not files:
         return {}
+    # The link allocates millions of sets, tuples and dicts and frees nearly all of them by
+    # reference counting when it returns: the cyclic collector's passes over them find nothing
+    # (and a pass changes no result), so it rests meanwhile.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _link(files, config_files)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _link(files: Sequence[Tuple[str, str, Dict[str, Any]]], config_files: Sequence[str]) -> Dict[str, FileSeeds]:
     program = Program(files)
     hot = ProgramFacts(program)
     seeds = hot.seeds()

@@ -44,6 +44,7 @@ class Hotness:
         p = program
         self._deps: Optional[List[Set[int]]] = None
         self._kws_memo: Dict[int, Dict[int, Dict[str, Any]]] = {}
+        self._loop_envs: Dict[int, Dict[str, Set[str]]] = {}  # (`ProgramFacts.loader_uses`)
         #: (module, fid or None) -> the calls its epoch loops run once per epoch (seeded by `_roots`)
         self.epoch_sites: Dict[Tuple[int, Optional[int]], Set[int]] = {}
         #: module -> {line of a loop: [where its loader is built, with a collate_fn?]} for loops

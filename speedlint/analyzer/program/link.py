@@ -127,6 +127,13 @@ class Program:
                 self.fn_class[fid] = self.modules[mid].cids.get(fn["cls"])
         #: the memoised types, read-only and shared: equal ones are one frozenset (`_shared`)
         self._symbol_memo: Dict[Tuple[int, str], FrozenSet[str]] = {}
+        #: The memoised names and attributes that no round can change, kept from round to round:
+        #: what only imports, definitions and methods give (no module global, no attribute type,
+        #: no record, no cycle's placeholder, no depth cut, in any name it was resolved through).
+        #: Exact: computed again they are the same, and whatever reads them reads the same.
+        self._fixed_symbols: Dict[Tuple[int, str], FrozenSet[str]] = {}
+        self._fixed_attrs: Dict[Tuple[str, str], FrozenSet[str]] = {}
+        self._symbol_fixed = True  # (while `symbol` resolves a name: no round can change it)
         self._sets: Dict[FrozenSet[str], FrozenSet[str]] = {}
         self._mro: Dict[int, List[int]] = {}
         self._used: Dict[int, FrozenSet[str]] = {}
@@ -136,6 +143,7 @@ class Program:
         #: (module id, name, level) of a relative import, (folder, root, name) of an absolute one
         self._module_memo: Dict[Tuple[Any, str, Any], Optional[int]] = {}
         self._module_class_memo: Dict[int, bool] = {}
+        self._loader_class_memo: Dict[int, bool] = {}
         self.bases: List[List[int]] = [self._resolve_bases(cid) for cid in range(len(self.classes))]
         self.base_names: List[Set[str]] = [self._external_bases(cid) for cid in range(len(self.classes))]
         self.subclasses: Dict[int, Set[int]] = {}
@@ -208,9 +216,13 @@ class Program:
         key = (mid, name)
         got = self._symbol_memo.get(key)
         if got is not None:
+            if key not in self._fixed_symbols:
+                self._symbol_fixed = False  # (one of the round, or a cycle's placeholder)
             return got
         if depth > 12:
+            self._symbol_fixed = False
             return set()
+        around, self._symbol_fixed = self._symbol_fixed, True
         self._symbol_memo[key] = _NOTHING  # cycles end quietly
         m = self.modules[mid]
         s = m.summary
@@ -241,6 +253,7 @@ class Program:
                         if sub is not None:
                             out.add(f"M:{sub}")
             elif name in s["module"]["assign"]:
+                self._symbol_fixed = False  # module globals grow from round to round
                 out |= m.globals_env.get(name, set())
             elif s["star"] and not name.startswith("_"):
                 # `from m import *` of a project module: the names it defines (its literal
@@ -250,6 +263,9 @@ class Program:
                     if target is not None and self._exports(target, name):
                         out |= self.symbol(target, name, depth + 1)
         got = self._symbol_memo[key] = self._shared(out)
+        if self._symbol_fixed:
+            self._fixed_symbols[key] = got
+        self._symbol_fixed = around and self._symbol_fixed
         return got
 
     def _shared(self, types: Set[str]) -> FrozenSet[str]:
@@ -328,7 +344,10 @@ class Program:
 
     def is_loader_class(self, cid: int) -> bool:
         """A project subclass of a data loader (GraphSAINT-style samplers are DataLoaders)."""
-        return any(name.rsplit(".", 1)[-1] in LOADER_NAMES for name in self.all_base_names(cid))
+        got = self._loader_class_memo.get(cid)
+        if got is None:
+            got = self._loader_class_memo[cid] = any(name.rsplit(".", 1)[-1] in LOADER_NAMES for name in self.all_base_names(cid))
+        return got
 
     def loader_modules(self) -> Set[int]:
         """The modules that call a data loader class by its name (torch's, the graph libraries',
@@ -389,8 +408,10 @@ class Program:
                         m.globals_env.setdefault(k, set()).update(v)
                         changed = True
             self._symbol_memo.clear()  # module globals may have grown
+            self._symbol_memo.update(self._fixed_symbols)
             self._outer_memo.clear()
             self._attr_memo.clear()  # attribute types grow from round to round
+            self._attr_memo.update(self._fixed_attrs)
             self._sets.clear()
             for fid, (mid, fn) in enumerate(self.functions):
                 if round_ and self._inputs_unchanged(fid):
@@ -403,6 +424,7 @@ class Program:
         self._inputs = []
         self._used.clear()
         self._attr_memo.clear()
+        self._fixed_symbols, self._fixed_attrs = {}, {}  # (memory: now they change nothing)
         self._outer_memo.clear()
         self._sets.clear()
         self.callers: List[List[Tuple[int, int]]] = [[] for _ in self.functions]
@@ -418,24 +440,49 @@ class Program:
         differs: the round's memos (attribute types, module names, closures' names), which
         whatever asks first fills, are filled at the same points and with the same values as a
         visit of every function would fill them, and each round ends as evaluating every
-        function would end it."""
+        function would end it. (A name or attribute no round can change, `_fixed_symbols`, is
+        no input: it reads the same, and its memo is filled from round to round.)"""
         inputs = iter(self._inputs[fid])
+        attrs, symbols = self._attr_memo, self._symbol_memo
+        got: Any  # (each kind its own type, as `seen`)
         for kind, a, b, seen in zip(inputs, inputs, inputs, inputs):
-            got = self._input(fid, kind, a, b)
+            # the two most read kinds through their memos in place (as `_attr` and `symbol` do)
+            if kind == "a":
+                got = attrs.get((a, b))
+                if got is None:
+                    got = self._attr(a, b)
+            elif kind == "s":
+                got = symbols.get((a, b))
+                if got is None:
+                    got = self.symbol(a, b)
+            elif kind == "m":  # (and the next two most read, as `_input` reads them)
+                many = self.param_types[a].get(b)
+                got = many is not None and len(many) > MAX_TYPES
+            elif kind == "p":
+                got = self._param_version[fid]
+            else:
+                got = self._input(fid, kind, a, b)
             if got is not seen and got != seen:
                 return False
         return True
 
     def _input(self, fid: int, kind: str, a: Any, b: Any) -> Any:
-        """What the input `kind` `a` `b` of a visit of `fid` is now (`_reads`)."""
-        if kind == "a":  # an attribute of an object
-            return self._attr(a, b)
+        """What the input `kind` `a` `b` of a visit of `fid` is now (`_reads`). (The kinds most
+        read come first.)"""
+        if kind == "m":  # a parameter may be many things already
+            got = self.param_types[a].get(b)
+            return got is not None and len(got) > MAX_TYPES
+        if kind == "x":  # some call does not give a parameter a literal sequence
+            known = self.param_elems.get(a, {})
+            return b in known and known[b] is None
         if kind == "s":  # a module-level name of a module
             return self.symbol(a, b)
-        if kind == "r":  # what a function returns
-            return self.ret_types[a]
+        if kind == "a":  # an attribute of an object
+            return self._attr(a, b)
         if kind == "p":  # the function's parameters (a version)
             return self._param_version[fid]
+        if kind == "r":  # what a function returns
+            return self.ret_types[a]
         if kind == "e":  # each position of the literal tuple a function returns (a version)
             return self._ret_elems_version[a]
         if kind == "o":  # a name of an enclosing function (a copy: the set may grow after)
@@ -443,12 +490,6 @@ class Program:
         if kind == "q":  # a position of the literal sequence a parameter is given (a copy)
             got = self._param_element(fid, a, b)
             return None if got is None else frozenset(got)
-        if kind == "x":  # some call does not give a parameter a literal sequence
-            known = self.param_elems.get(a, {})
-            return b in known and known[b] is None
-        if kind == "m":  # a parameter may be many things already
-            got = self.param_types[a].get(b)
-            return got is not None and len(got) > MAX_TYPES
         raise ValueError(kind)
 
     def _read(self, fid: int, kind: str, a: Any, b: Any) -> Any:
@@ -474,6 +515,13 @@ class Program:
             for name, values in assigns.items():
                 got = env.setdefault(name, set())
                 for v in values:
+                    if v is None:
+                        continue  # (nothing: as `eval` gives)
+                    if v[0] == "n":  # `c = a` of a name here: its types, as `eval` gives them
+                        known = env.get(v[1])
+                        if known is not None:
+                            got |= known
+                            continue
                     got |= self.eval(mid, fid, v, env)
         return env
 
@@ -516,8 +564,9 @@ class Program:
         tag = expr[0]
         if tag == "n":
             name = expr[1]
-            if name in env:
-                return env[name]
+            got = env.get(name)  # (an environment holds sets, never None)
+            if got is not None:
+                return got
             if fid is not None:
                 fn = self.functions[fid][1]
                 outer = fn.get("outer")
@@ -526,33 +575,64 @@ class Program:
                         ofn = self.functions[ofid][1]
                         if name in ofn["assign"]:
                             return self._outer_name(ofid, name)
-                nested = self._nested_def(mid, fid, name)
+                # (the memos read in place: the same values `_nested_def` and `symbol` give; they
+                # hold read-only sets, as those give them)
+                nested_memo: Dict[Any, Any] = self._nested_memo
+                nested = nested_memo.get((fid, name))
+                if nested is None:
+                    nested = self._nested_def(mid, fid, name)
                 if nested:
                     return nested
-            got = self.symbol(mid, name)
-            if self._reads is not None:
+            # A name no round can change is no input of the visit (`_inputs_unchanged` would
+            # find it the same, and fill no memo: it is kept from round to round).
+            at = (mid, name)
+            fixed: Dict[Any, Any] = self._fixed_symbols
+            got = fixed.get(at)
+            if got is not None:
+                return got
+            symbols: Dict[Any, Any] = self._symbol_memo
+            got = symbols.get(at)
+            if got is None:
+                got = self.symbol(mid, name)
+            if self._reads is not None and at not in fixed:
                 self._reads.setdefault(("s", mid, name), got)
             return got
         if tag == "a":
             out: Set[str] = set()
             reads = self._reads
-            for o in self.eval(mid, fid, expr[1], env, depth + 1):
-                got = self._attr(o, expr[2])
-                if reads is not None:
-                    reads.setdefault(("a", o, expr[2]), got)
+            attr = expr[2]
+            memo: Dict[Any, Any] = self._attr_memo
+            base = expr[1]
+            # (a name of the environment, the most common base, read in place: as `eval` reads it)
+            objs = env.get(base[1]) if base is not None and base[0] == "n" and depth < 10 else None
+            if objs is None:
+                objs = self.eval(mid, fid, base, env, depth + 1)
+            fixed_attrs: Dict[Any, Any] = self._fixed_attrs
+            for o in objs:
+                key = (o, attr)
+                got = fixed_attrs.get(key)  # (as for names above: no input of the visit)
+                if got is None:
+                    got = memo.get(key)
+                    if got is None:
+                        got = self._attr(o, attr)
+                    if reads is not None and key not in fixed_attrs:
+                        reads.setdefault(("a", o, attr), got)
                 out |= got
             return out
         if tag == "c":
             out = set()
             func = expr[1]
-            for o in self.eval(mid, fid, func, env, depth + 1):
+            objs = env.get(func[1]) if func[0] == "n" and depth < 10 else None  # (as above)
+            if objs is None:
+                objs = self.eval(mid, fid, func, env, depth + 1)
+            for o in objs:
                 out |= self._call_result(o)
                 if o[0] in "FB":  # a generator that yields the items of an argument (`log_every(loader)`)
                     index = self.functions[int(o[2:])][1].get("yields")
                     if index is not None and 0 <= index - (o[0] == "B") < len(expr[2]):
                         out |= self.eval(mid, fid, expr[2][index - (o[0] == "B")], env, depth + 1)
             tail = _callee_tail(func)
-            if len(expr) > 4 and (tail in LOADER_NAMES or any(o[0] == "C" and self.is_loader_class(int(o[2:])) for o in out)):
+            if len(expr) > 4 and (tail in LOADER_NAMES or (out and any(o[0] == "C" and self.is_loader_class(int(o[2:])) for o in out))):
                 out.add(f"L:{mid}:{expr[4]}")  # a data loader built here
             if func[0] == "a" and tail in _RETURNS_SELF:  # `Net(...).to(device)` is the Net
                 out |= {o for o in self.eval(mid, fid, func[1], env, depth + 1) if o[0] == "I"}
@@ -563,6 +643,8 @@ class Program:
                     out |= self.eval(mid, fid, a, env, depth + 1)
                 out |= self.eval(mid, fid, expr[3].get("*"), env, depth + 1)
             return out
+        if tag == "k":  # a constant (the most common tag left)
+            return set()
         if tag in ("s", "e"):
             return self.eval(mid, fid, expr[1], env, depth + 1)
         if tag == "i":
@@ -611,26 +693,32 @@ class Program:
         key = (obj, name)
         got = self._attr_memo.get(key)
         if got is None:
-            got = self._attr_memo[key] = self._shared(self._attr_uncached(obj, name))
+            types, fixed = self._attr_uncached(obj, name)
+            got = self._attr_memo[key] = self._shared(types)
+            if fixed:
+                self._fixed_attrs[key] = got
         return got
 
-    def _attr_uncached(self, obj: str, name: str) -> Set[str]:
+    def _attr_uncached(self, obj: str, name: str) -> Tuple[Set[str], bool]:
+        """The types of attribute `name` of `obj`, and whether no round can change them (a
+        module's name that no round can change, a method)."""
         kind, _, rest = obj.partition(":")
         if kind == "M":
-            return self.symbol(int(rest), name)
+            got = self.symbol(int(rest), name)
+            return got, (int(rest), name) in self._fixed_symbols
         if kind == "R":
-            return self._record_field(obj, name)
+            return self._record_field(obj, name), False
         if kind in ("I", "C", "S"):
             cid = int(rest)
             meth = self.method(cid, name, skip_self=kind == "S")
             if meth is not None:
-                return {f"B:{meth}"} if kind in ("I", "S") else {f"F:{meth}"}
+                return ({f"B:{meth}"} if kind in ("I", "S") else {f"F:{meth}"}), True
             if kind == "I":
                 out: Set[str] = set()
                 for c in self.mro(cid):
                     out |= self.attr_types.get(c, {}).get(name, _NOTHING)
-                return out
-        return set()
+                return out, False
+        return set(), True
 
     def _call_result(self, obj: str) -> Set[str]:
         kind, _, rest = obj.partition(":")
@@ -706,6 +794,8 @@ class Program:
         edges = []
         for i, call in enumerate(fn["calls"]):
             objs = self.eval(mid, fid, call[C_FUNC], env)
+            if not objs:
+                continue  # (it calls nothing known: no fields, callees nor edges)
             for o in objs:
                 if o[0] == "C" and self._bind_fields(int(o[2:]), call, mid, fid, env):
                     changed = True
