@@ -1,18 +1,11 @@
 """The read-only, compact form of a per-file summary (`compact`): lists become tuples, dicts
 `FrozenDict`s, calls `Call`s, equal parts one object, strings interned.
-
-Equal parts are found through a memo. A container whose items are all leaves (strings, ints,
-None) is its own memo key: its hash is shallow. A container that holds containers is keyed by
-its leaves and the identities of its (already shared) containers: equal shared containers are
-one object, so two such containers are equal exactly when these keys are (the key is checked
-against the container before it is shared). Hashing a nested tuple by value would hash every
-part below it again, at every level: most of the time of the plain way.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from speedlint.analyzer.program.schema import C_HOST, Call
 
@@ -38,11 +31,6 @@ class FrozenDict(dict):  # type: ignore[type-arg]
 #: `Call(*fields)` without the checks of `Call._make` (the fields are the summarizer's own).
 _new_call = tuple.__new__
 
-#: The first item of the memo key of a container that holds containers, by its kind (no leaf
-#: container holds one: such keys equal no leaf container).
-_TUPLE_KEY, _DICT_KEY, _CALL_KEY = object(), object(), object()
-
-
 def compact(summary: Dict[str, Any], shared: Optional[Dict[Any, Any]] = None) -> Dict[str, Any]:
     """A summary in its read-only, compact form: lists become tuples and dicts `FrozenDict`s,
     equal ones of names and whole numbers are one object (`["n", "self"]` and `{}` are written
@@ -50,21 +38,12 @@ def compact(summary: Dict[str, Any], shared: Optional[Dict[Any, Any]] = None) ->
     form (the whole program holds the summaries of every file at once: about 8x the source as
     lists). Applied to summaries made here and to those read back from the cache (JSON gives
     lists again). The summary itself stays a plain dict (a notebook's cells are added to it).
-    `shared`: the memo of the parts already made for other files, to share theirs too (a worker
-    passes one per batch of files, which pickling keeps shared; only `compact` reads it)."""
+    `shared`: the parts already made for other files, to share theirs too (a worker passes one
+    per batch of files, which pickling keeps shared)."""
     memo: Dict[Any, Any] = {} if shared is None else shared
     intern = sys.intern
     empty = memo.setdefault(FrozenDict(), FrozenDict())  # (most keyword maps)
     _typed_calls(summary)
-
-    def share(out: Any, key: Any) -> Tuple[Any, bool]:
-        """The shared container equal to `out` (of its class), keyed by `key`."""
-        got = memo.setdefault(key, out)
-        if got is out:
-            return out, True
-        if got.__class__ is out.__class__ and got == out:  # (shallow: equal parts are one object)
-            return got, True
-        return out, False  # (another container with that key: `out` is not shared)
 
     def go(obj: Any) -> Tuple[Any, bool]:
         # (compact form, whether it may be shared: `True == 1` and `1.0 == 1`, so only containers
@@ -77,68 +56,47 @@ def compact(summary: Dict[str, Any], shared: Optional[Dict[Any, Any]] = None) ->
         if kind is list or kind is tuple or kind is Call:
             if not obj:
                 return (), True
-            items: List[Any] = []
-            parts: Optional[List[Any]] = None  # the memo key's items, once a container is met
+            items = []
             shareable = True
             for item in obj:
                 k = item.__class__
                 if k is str:
-                    item = intern(item)
+                    items.append(intern(item))
+                elif k is int or item is None:
+                    items.append(item)
                 elif k is list or k is tuple or k is dict or k is FrozenDict or k is Call:
-                    item, ok = go(item)
-                    if ok and shareable:
-                        if parts is None:
-                            parts = [_CALL_KEY if kind is Call else _TUPLE_KEY, *items]
-                        items.append(item)
-                        parts.append(id(item))
-                        continue
+                    value, ok = go(item)
+                    items.append(value)
+                    shareable = shareable and ok
+                else:  # a bool, a float, ...: kept, and the container is not shared
+                    items.append(item)
                     shareable = False
-                elif not (k is int or item is None):  # a bool, a float, ...: kept, and the container is not shared
-                    shareable = False
-                items.append(item)
-                if parts is not None:
-                    parts.append(item)
             out: Any = _new_call(Call, items) if kind is Call else tuple(items)
-            if not shareable:
-                return out, False
-            if parts is None:  # (leaves only: the container is its own key)
-                got = memo.setdefault(out, out)
-                if got.__class__ is out.__class__:  # (a call equals the plain tuple of its fields)
-                    return got, True
-                return out, False
-            return share(out, tuple(parts))
-        if kind is dict or kind is FrozenDict:
+        elif kind is dict or kind is FrozenDict:
             if not obj:
                 return empty, True
             shareable = True
-            nested = False
             entries = {}
             for key, v in obj.items():
                 k = v.__class__
                 if k is str:
-                    v = intern(v)
+                    value, ok = intern(v), True
+                elif k is int or v is None:
+                    value, ok = v, True
                 elif k is list or k is tuple or k is dict or k is FrozenDict:
-                    v, ok = go(v)
-                    nested = True
-                    shareable = shareable and ok
-                elif not (k is int or v is None):
-                    shareable = False
-                if key.__class__ is str:
-                    key = intern(key)
-                elif key.__class__ is bool:
-                    shareable = False
-                entries[key] = v
+                    value, ok = go(v)
+                else:
+                    value, ok = v, False
+                entries[intern(key) if key.__class__ is str else key] = value
+                shareable = shareable and ok and key.__class__ is not bool
             out = FrozenDict(entries)
-            if not shareable:
-                return out, False
-            if not nested:
-                return memo.setdefault(out, out), True
-            flat: List[Any] = [_DICT_KEY]
-            for key, v in entries.items():
-                flat.append(key)
-                flat.append(id(v) if v.__class__ is tuple or v.__class__ is FrozenDict or v.__class__ is Call else v)
-            return share(out, tuple(flat))
-        return obj, kind is int or obj is None
+        else:
+            return obj, kind is int or obj is None
+        if shareable:
+            got = memo.setdefault(out, out)
+            if got.__class__ is out.__class__:  # (a call equals the plain tuple of its fields)
+                return got, True
+        return out, False
 
     return {k: go(v)[0] for k, v in summary.items()}
 
