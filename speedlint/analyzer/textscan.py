@@ -62,7 +62,7 @@ def matches_at(text: str, literal: str, pattern: "re.Pattern[str]") -> bool:
 _GPU_HINT = re.compile(r"cuda|\bmps\b|xla|accelerator|Accelerator|device_map|\.to\(\s*device|torch\.device\(\s*[a-zA-Z_]")
 #: Literals of which `_GPU_HINT` needs one: a text with none of them cannot match.
 _GPU_PLAIN = ("cuda", "xla", "accelerator", "Accelerator", "device_map")  # each alone is a match
-#: The other parts of `_GPU_HINT`, each found where its literal start occurs (`matches_at`).
+#: The other parts of `_GPU_HINT` (each starts with a literal: `re` finds it fast).
 _TO_DEVICE = re.compile(r"\.to\(\s*device")
 _TORCH_DEVICE = re.compile(r"torch\.device\(\s*[a-zA-Z_]")
 
@@ -70,11 +70,11 @@ _TORCH_DEVICE = re.compile(r"torch\.device\(\s*[a-zA-Z_]")
 def may_use_gpu(text: str) -> bool:
     """False for scripts that never mention CUDA or select a device: no GPU-only advice there.
 
-    Exactly `_GPU_HINT.search(text) is not None`, without scanning with the regex: a match is
-    one of its literals, or one of its other parts where that part's literal start occurs."""
+    Exactly `_GPU_HINT.search(text) is not None`, part by part (an alternation, and a part that
+    starts with `\\b`, are scanned character by character)."""
     if any(p in text for p in _GPU_PLAIN):
         return True
-    return has_word(text, "mps") or matches_at(text, ".to(", _TO_DEVICE) or matches_at(text, "torch.device(", _TORCH_DEVICE)
+    return has_word(text, "mps") or "device" in text and bool(_TO_DEVICE.search(text) or _TORCH_DEVICE.search(text))
 
 
 _OPEN = {"(": ")", "[": "]", "{": "}"}

@@ -24,8 +24,8 @@ _REDUCED = re.compile(
     r"\bMixedPrecision\(|torch_dtype\s*=\s*(torch\.(b?float16|half)|[\"']auto[\"'])|\.(half|bfloat16)\(\)"
     r"|\.to\(\s*(dtype\s*=\s*)?torch\.(b?float16|half)\s*\)"
 )
-#: The parts of `_TF32` and `_REDUCED` that are more than a literal, each found where its
-#: literal start occurs (`textscan.matches_at`: a `\b` pattern or an alternation scans slowly).
+#: The parts of `_TF32` and `_REDUCED` that are more than a literal (an alternation, and a part
+#: that starts with `\b`, are scanned character by character: these are found part by part).
 _TF32_SET = re.compile(r"\btf32\s*[=:]")
 _MIXED_POLICY = re.compile(r"\bMixedPrecision\(")
 _DTYPE_REDUCED = re.compile(r"torch_dtype\s*=\s*(torch\.(b?float16|half)|[\"']auto[\"'])")
@@ -60,5 +60,5 @@ def _reduces_precision(text: str) -> bool:
     """`_REDUCED.search(text) is not None`, exactly: one of its parts matches."""
     return (
         ".half()" in text or ".bfloat16()" in text or matches_at(text, "MixedPrecision(", _MIXED_POLICY)
-        or matches_at(text, "torch_dtype", _DTYPE_REDUCED) or matches_at(text, ".to(", _TO_REDUCED)
+        or bool(_DTYPE_REDUCED.search(text) or _TO_REDUCED.search(text))  # (a literal start: `re` finds it fast)
     )
