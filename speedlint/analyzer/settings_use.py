@@ -49,8 +49,13 @@ HARMLESS_RECEIVERS = frozenset({
 WHOLE_READERS = frozenset({"instantiate", "to_container", "to_object", "to_yaml", "asdict", "from_argparse_args", "parse_obj", "model_validate"})
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-#: Fields that hold only a context or an operator (`ast.Load()`, `ast.Add()`): nothing is read there.
-_UNREAD_FIELDS = frozenset({"ctx", "op", "ops"})
+#: Fields that hold only a context or an operator (`ast.Load()`, `ast.Add()`), or no node at all
+#: (names, numbers, flags; a constant's value), or only nodes that read nothing (`alias`es): the
+#: walk skips them (`Name` and `Constant` nodes, a third of a tree, have nothing else).
+_UNREAD_FIELDS = frozenset({
+    "ctx", "op", "ops", "id", "attr", "arg", "name", "names", "asname", "module", "level", "kind", "type_comment",
+    "conversion", "is_async", "kwd_attrs", "rest", "tag",
+})
 #: node class -> the fields the walk of `settings_summary` follows
 _WALKED: Dict[type, Tuple[str, ...]] = {}
 _TEXT_HINTS = tuple(sorted(PERFORMANCE_SETTINGS)) + ("vars(", "__dict__", "getattr(", "setattr(", "**", ".items(", "instantiate")
@@ -143,7 +148,7 @@ def settings_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
             kwarg_params.add(node.args.kwarg.arg)
         fields = _WALKED.get(kind)
         if fields is None:  # (the walk: `configs.summary.walk`, inlined, without the fields that hold no name)
-            fields = _WALKED[kind] = tuple(f for f in kind._fields if f not in _UNREAD_FIELDS)
+            fields = _WALKED[kind] = () if kind is ast.Constant else tuple(f for f in kind._fields if f not in _UNREAD_FIELDS)
         for field in fields:
             value = getattr(node, field, None)
             if value.__class__ is list:

@@ -207,16 +207,28 @@ def label(expr: Any, attribute: bool = False) -> str:
     return (name(expr) or "call") + ("" if attribute else "(...)")
 
 
+#: name -> whether `_INTERVAL_WORDS` finds a word in it (a pure function of the name: the same
+#: names are tested in every `if` of a file; the set of names of a run is small).
+_INTERVAL_NAMES: Dict[str, bool] = {}
+
+
+def _says_interval(name: str) -> bool:
+    got = _INTERVAL_NAMES.get(name)
+    if got is None:
+        got = _INTERVAL_NAMES[name] = _INTERVAL_WORDS.search(name) is not None
+    return got
+
+
 def _is_interval_test(nodes: List[ast.AST]) -> bool:
     """`if step % N == 0`, `if i == 0`, `if args.log_every and ...`: a branch taken now and then
     (`nodes`: the test's, from `walk`)."""
     for sub in nodes:
         kind = sub.__class__
         if kind is ast.Name:
-            if _INTERVAL_WORDS.search(sub.id):  # type: ignore[attr-defined]
+            if _says_interval(sub.id):  # type: ignore[attr-defined]
                 return True
         elif kind is ast.Attribute:
-            if _INTERVAL_WORDS.search(sub.attr):  # type: ignore[attr-defined]
+            if _says_interval(sub.attr):  # type: ignore[attr-defined]
                 return True
         elif kind is ast.BinOp:
             if sub.op.__class__ is ast.Mod:  # type: ignore[attr-defined]
