@@ -57,30 +57,9 @@ _TENSOR_METHODS = frozenset({
 
 # -- summaries ------------------------------------------------------------------------------------
 
-class CallForms:
-    """The forms `_expr` read of the calls of one tree, by the call node's id (the tree lives
-    while its summary is made), each with the deepest level it was read at with no part cut;
-    and how many cuts (`depth > 12`) happened so far. A call's form is asked for again by every
-    call around it and by the statement it is in (`x = f(g(y))` reads `g(y)` three times); a
-    form read at some level with no cut is the form at every smaller level (a cut only happens
-    deeper than 12 levels)."""
-
-    __slots__ = ("forms", "cut")
-
-    def __init__(self) -> None:
-        self.forms: Dict[int, Tuple[Any, int]] = {}
-        self.cut = 0
-
-
-def _expr(node: Optional[ast.AST], depth: int = 0, memo: Optional[CallForms] = None) -> Any:
-    """The symbolic form of an expression (None when it says nothing useful for calls), read
-    `depth` levels below the expression asked for (deeper than 12: None, a cut). `memo`: the
-    forms of the calls of this tree read so far."""
-    if node is None:
-        return None
-    if depth > 12:
-        if memo is not None:
-            memo.cut += 1
+def _expr(node: Optional[ast.AST], depth: int = 0) -> Any:
+    """The symbolic form of an expression (None when it says nothing useful for calls)."""
+    if node is None or depth > 12:
         return None
     kind = node.__class__
     if kind is ast.Name:
@@ -92,23 +71,36 @@ def _expr(node: Optional[ast.AST], depth: int = 0, memo: Optional[CallForms] = N
             node = node.value  # type: ignore[attr-defined]
             depth += 1
             kind = node.__class__
-        base = ["n", node.id] if kind is ast.Name and depth <= 12 else _expr(node, depth, memo)  # type: ignore[attr-defined]
+        base = ["n", node.id] if kind is ast.Name and depth <= 12 else _expr(node, depth)  # type: ignore[attr-defined]
         if base is None:
             return None
         for attr in reversed(attrs):
             base = ["a", base, attr]
         return base
     if kind is ast.Call:
-        if memo is None:
-            return _call_form(node, depth, None)  # type: ignore[arg-type]
-        got = memo.forms.get(id(node))
-        if got is not None and depth <= got[1]:
-            return got[0]  # (read as deep or deeper before, with no cut: the same form)
-        cut = memo.cut
-        form = _call_form(node, depth, memo)  # type: ignore[arg-type]
-        if memo.cut == cut:
-            memo.forms[id(node)] = (form, depth if got is None else max(depth, got[1]))
-        return form
+        func = node.func  # type: ignore[attr-defined]
+        if isinstance(func, ast.Name) and func.id == "super":
+            return ["super"]
+        if func.__class__ is not ast.Name or func.id in ("import_module", "__import__"):  # type: ignore[attr-defined]
+            plugin = plugin_expr(node)  # type: ignore[arg-type]  # a module loaded by name
+            if plugin is not None:
+                return plugin
+        f = _expr(func, depth + 1)
+        if f is None:
+            return None
+        args = []
+        starred = []
+        for a in node.args:  # type: ignore[attr-defined]
+            if a.__class__ is ast.Starred:
+                e = _expr(a.value, depth + 1)
+                if e is not None:
+                    starred.append(e)
+            else:
+                args.append(_expr(a, depth + 1))
+        kws = {k.arg: _expr(k.value, depth + 1) for k in node.keywords if k.arg} if node.keywords else {}  # type: ignore[attr-defined]
+        if starred:  # `nn.Sequential(*layers)`: what a container call holds (no parameter has this name)
+            kws["*"] = ["t", starred]
+        return ["c", f, args, kws, node.lineno]  # type: ignore[attr-defined]
     if kind is ast.Constant:
         value = node.value  # type: ignore[attr-defined]
         if isinstance(value, str) and len(value) > 80:
@@ -118,7 +110,7 @@ def _expr(node: Optional[ast.AST], depth: int = 0, memo: Optional[CallForms] = N
         value = node.operand.value  # type: ignore[attr-defined]
         return ["k", -value] if isinstance(value, (int, float)) and not isinstance(value, bool) else None
     if kind is ast.Subscript:
-        base = _expr(node.value, depth + 1, memo)  # type: ignore[attr-defined]
+        base = _expr(node.value, depth + 1)  # type: ignore[attr-defined]
         if base is None:
             return None
         key = node.slice  # type: ignore[attr-defined]
@@ -126,58 +118,31 @@ def _expr(node: Optional[ast.AST], depth: int = 0, memo: Optional[CallForms] = N
             return ["s", base, key.value]  # a literal key: config lookups follow it
         return ["s", base]
     if kind in (ast.Tuple, ast.List, ast.Set):
-        every = [_expr(e, depth + 1, memo) for e in node.elts]  # type: ignore[attr-defined]
+        every = [_expr(e, depth + 1) for e in node.elts]  # type: ignore[attr-defined]
         elts = [e for e in every if e is not None]
         if not elts:
             return None
         # a literal sequence whose elements keep their positions (`[train_loader, val_loader]`)
         return ["t", elts, 1] if len(elts) == len(every) and kind is not ast.Set else ["t", elts]
     if kind is ast.IfExp:
-        parts = [p for p in (_expr(node.body, depth + 1, memo), _expr(node.orelse, depth + 1, memo)) if p is not None]  # type: ignore[attr-defined]
+        parts = [p for p in (_expr(node.body, depth + 1), _expr(node.orelse, depth + 1)) if p is not None]  # type: ignore[attr-defined]
         return ["t", parts] if parts else None
     if kind is ast.BoolOp:
-        parts = [p for p in (_expr(v, depth + 1, memo) for v in node.values) if p is not None]  # type: ignore[attr-defined]
+        parts = [p for p in (_expr(v, depth + 1) for v in node.values) if p is not None]  # type: ignore[attr-defined]
         return ["t", parts] if parts else None
     if kind in (ast.ListComp, ast.GeneratorExp, ast.SetComp):
-        return _expr(node.elt, depth + 1, memo)  # type: ignore[attr-defined]
+        return _expr(node.elt, depth + 1)  # type: ignore[attr-defined]
     if kind is ast.DictComp:
-        return _expr(node.value, depth + 1, memo)  # type: ignore[attr-defined]
+        return _expr(node.value, depth + 1)  # type: ignore[attr-defined]
     if kind is ast.Dict:
-        vals = [_expr(v, depth + 1, memo) for v in node.values]  # type: ignore[attr-defined]
+        vals = [_expr(v, depth + 1) for v in node.values]  # type: ignore[attr-defined]
         vals = [v for v in vals if v is not None]
         return ["t", vals] if vals else None
     if kind is ast.Starred:
-        return _expr(node.value, depth + 1, memo)  # type: ignore[attr-defined]
+        return _expr(node.value, depth + 1)  # type: ignore[attr-defined]
     if kind is ast.NamedExpr:
-        return _expr(node.value, depth + 1, memo)  # type: ignore[attr-defined]
+        return _expr(node.value, depth + 1)  # type: ignore[attr-defined]
     return None
-
-
-def _call_form(node: ast.Call, depth: int, memo: Optional[CallForms]) -> Any:
-    """`_expr` of a call: `["c", callee, positional arguments, keyword arguments, line]`."""
-    func = node.func
-    if isinstance(func, ast.Name) and func.id == "super":
-        return ["super"]
-    if func.__class__ is not ast.Name or func.id in ("import_module", "__import__"):  # type: ignore[attr-defined]
-        plugin = plugin_expr(node)  # a module loaded by name
-        if plugin is not None:
-            return plugin
-    f = _expr(func, depth + 1, memo)
-    if f is None:
-        return None
-    args = []
-    starred = []
-    for a in node.args:
-        if a.__class__ is ast.Starred:
-            e = _expr(a.value, depth + 1, memo)  # type: ignore[attr-defined]
-            if e is not None:
-                starred.append(e)
-        else:
-            args.append(_expr(a, depth + 1, memo))
-    kws = {k.arg: _expr(k.value, depth + 1, memo) for k in node.keywords if k.arg} if node.keywords else {}
-    if starred:  # `nn.Sequential(*layers)`: what a container call holds (no parameter has this name)
-        kws["*"] = ["t", starred]
-    return ["c", f, args, kws, node.lineno]
 
 
 def _generates_init(node: ast.ClassDef) -> bool:
@@ -361,7 +326,6 @@ class _Summarizer:
         self.star: List[List[Any]] = []  # `from m import *`: [module, level]
         self.loop_count = 0
         self.module = self._new_function("<module>", None, [], 0, [])
-        self._forms = CallForms()  # (the calls' forms, read once per depth)
         self._predicates = interval_predicates(tree)  # `def should_log(i): return i % 10 == 0`
         self._loop_nodes: List[ast.AST] = []
         self._fn_nodes: List[ast.AST] = []
@@ -466,7 +430,7 @@ class _Summarizer:
         else:
             it = node.iter
             target = node.target
-            lp["iter"] = _expr(it, 0, self._forms)
+            lp["iter"] = _expr(it)
             self._exprs(it, fn, loop, guarded, handler, grad_off)
             lp["targets"] = [n.id for n in walk(target) if n.__class__ is ast.Name]  # type: ignore[attr-defined]
             counter = _loop_counter(target, it)
@@ -510,7 +474,7 @@ class _Summarizer:
             before = len(fn["calls"])
             self._exprs(item.context_expr, fn, loop, guarded, handler, grad_off)
             if item.context_expr.__class__ is ast.Call:  # its `__enter__` / `__exit__` run here
-                head = _expr(item.context_expr.func, 0, self._forms)  # type: ignore[attr-defined]
+                head = _expr(item.context_expr.func)  # type: ignore[attr-defined]
                 for record in fn["calls"][before:]:
                     if record[C_LINE] == item.context_expr.lineno and record[C_FUNC] == head:
                         record[C_FLAGS] |= WITH_ITEM
@@ -518,7 +482,7 @@ class _Summarizer:
             if _is_grad_off(item.context_expr):
                 off = True
             if item.optional_vars is not None:
-                self._bind(item.optional_vars, _expr(item.context_expr, 0, self._forms), fn)
+                self._bind(item.optional_vars, _expr(item.context_expr), fn)
                 self._bound(fn, item.optional_vars, None)
         self._block(node.body, fn, cls, loop, guarded, handler, off)
 
@@ -532,7 +496,7 @@ class _Summarizer:
         self._block(node.finalbody, fn, cls, loop, guarded, handler, grad_off)
 
     def _assign(self, node: Any, fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
-        value = _expr(node.value, 0, self._forms)
+        value = _expr(node.value)
         self._exprs(node.value, fn, loop, guarded, handler, grad_off)
         for t in node.targets:
             self._bind(t, value, fn)
@@ -558,14 +522,14 @@ class _Summarizer:
             self._bound(fn, node.target, ("=", node.value))  # (`x += v`: x's other bindings count too)
             self._exprs(node.value, fn, loop, guarded, handler, grad_off)
             if node.__class__ is ast.AnnAssign:
-                self._bind(node.target, _expr(node.value, 0, self._forms), fn)
+                self._bind(node.target, _expr(node.value), fn)
             elif isinstance(node.op, ast.Add) and isinstance(node.value, (ast.List, ast.Tuple)):
-                self._bind(node.target, _expr(node.value, 0, self._forms), fn)  # `self.layers += [Block()]`
+                self._bind(node.target, _expr(node.value), fn)  # `self.layers += [Block()]`
 
     def _return(self, node: Any, fn: Dict[str, Any], cls: Optional[str], loop: int, guarded: int, handler: bool, grad_off: bool) -> None:
         if node.value is not None:
             self._exprs(node.value, fn, loop, guarded, handler, grad_off)
-            value = _expr(node.value, 0, self._forms)
+            value = _expr(node.value)
             if value is not None:
                 fn["returns"].append(value)
 
@@ -714,7 +678,7 @@ class _Summarizer:
                 self._option(node)
             elif name in ("append", "extend", "insert", "add_module") and node.args and isinstance(func.value, (ast.Name, ast.Attribute)):
                 # `self.layers.append(Block())`, `blocks.extend([...])`: the container holds them
-                self._bind(func.value, _expr(node.args[-1], 0, self._forms), fn)
+                self._bind(func.value, _expr(node.args[-1]), fn)
             elif name == "eval" and not node.args and fn["eval_call"] < 0:
                 fn["eval_call"] = node.lineno
             elif name in ("cuda", "to") and loop >= 0 and (name == "cuda" or self._may_move_to_device(node, fn)):
@@ -725,15 +689,15 @@ class _Summarizer:
                     fn["loops"][loop].setdefault("moved", []).append(root.id)
         elif func.__class__ is ast.Name and func.id == "__import__":
             return
-        target = _expr(func, 0, self._forms)
+        target = _expr(func)
         if target is None:
             return
         if func.__class__ is ast.Name and func.id == "isinstance" or func.__class__ is ast.Attribute and func.attr == "is_tensor":
             self._note_type_test(node, fn)
-        args = [_expr(a, 0, self._forms) for a in node.args if a.__class__ is not ast.Starred] if node.args else []
+        args = [_expr(a) for a in node.args if a.__class__ is not ast.Starred] if node.args else []
         kws = {}
         if node.keywords:
-            kws = {k.arg: _expr(k.value, 0, self._forms) for k in node.keywords if k.arg}
+            kws = {k.arg: _expr(k.value) for k in node.keywords if k.arg}
         if len(args) < len(node.args):
             kws["*"] = SPLAT
         if node.keywords and any(k.arg is None for k in node.keywords):
@@ -902,7 +866,7 @@ class _Summarizer:
         if a.vararg:
             params.append("*" + a.vararg.arg)
         params += [p.arg for p in a.kwonlyargs]
-        decorators = [_expr(d, 0, self._forms) for d in node.decorator_list]
+        decorators = [_expr(d) for d in node.decorator_list]
         is_static = any(_dotted(d) == "staticmethod" for d in node.decorator_list)
         fn = self._new_function(q, cls if not is_static else None, params, node.lineno, decorators)
         for p in (*a.posonlyargs, *a.args, a.vararg, *a.kwonlyargs, a.kwarg):
@@ -929,7 +893,7 @@ class _Summarizer:
 
     def _class(self, node: ast.ClassDef, outer: Dict[str, Any]) -> None:
         name = node.name if outer is self.module else f"{outer['q']}.{node.name}"
-        self.classes[name] = {"bases": [_expr(b, 0, self._forms) for b in node.bases], "line": node.lineno, "methods": {}, "fields": {}}
+        self.classes[name] = {"bases": [_expr(b) for b in node.bases], "line": node.lineno, "methods": {}, "fields": {}}
         for stmt in node.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self._function(stmt, outer, name)
@@ -939,7 +903,7 @@ class _Summarizer:
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                 for t in targets:
                     if isinstance(t, ast.Name):
-                        value = _expr(stmt.value, 0, self._forms)
+                        value = _expr(stmt.value)
                         if value is not None:
                             self.classes[name]["fields"].setdefault(t.id, []).append(value)
         if "__init__" not in self.classes[name]["methods"] and _generates_init(node):
