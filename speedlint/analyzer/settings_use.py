@@ -111,6 +111,10 @@ def settings_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
     AST = ast.AST
     for node in nodes:
         kind = node.__class__
+        if kind is ast.Name:  # (the most nodes; none of its fields is walked)
+            if node.id in PERFORMANCE_SETTINGS and isinstance(node.ctx, ast.Load):
+                reads.add(node.id)  # a local of that name (`fp16 = args.fp16` reads it too; a parameter filled by `**`)
+            continue
         if kind is ast.Call:
             name = _last(node.func)
             if name == "add_argument":
@@ -132,9 +136,7 @@ def settings_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
         elif kind is ast.Constant:
             if isinstance(node.value, str) and node.value in PERFORMANCE_SETTINGS and id(node) not in option_strings:
                 reads.add(node.value)
-        elif kind is ast.Name:
-            if node.id in PERFORMANCE_SETTINGS and isinstance(node.ctx, ast.Load):
-                reads.add(node.id)  # a local of that name (`fp16 = args.fp16` reads it too; a parameter filled by `**`)
+            continue  # (none of its fields is walked)
         elif kind is ast.arg:
             if node.arg in PERFORMANCE_SETTINGS:
                 reads.add(node.arg)  # a parameter of that name: filled by keyword or `**` from the setting

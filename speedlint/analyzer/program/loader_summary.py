@@ -374,6 +374,8 @@ def _moved_parameters(functions: Functions, text: str) -> Dict[str, List[str]]:
         if not _MOVES.search("\n".join(lines[fn.lineno - 1:end])):
             continue
         params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+        if params <= {"self", "cls"}:
+            continue  # (only a parameter other than these is noted: nothing to look for)
         moved: List[str] = []
         nodes = walk(fn)
         held = _elements_of(nodes, params)
