@@ -58,7 +58,8 @@ _UNREAD_FIELDS = frozenset({
 })
 #: node class -> the fields the walk of `settings_summary` follows
 _WALKED: Dict[type, Tuple[str, ...]] = {}
-_TEXT_HINTS = tuple(sorted(PERFORMANCE_SETTINGS)) + ("vars(", "__dict__", "getattr(", "setattr(", "**", ".items(", "instantiate")
+#: (the most frequent first: `any` stops at the first one found, and a text without one is scanned for each)
+_TEXT_HINTS = ("**", "amp", ".items(", "getattr(", "instantiate") + tuple(sorted(PERFORMANCE_SETTINGS - {"amp"})) + ("vars(", "__dict__", "setattr(")
 
 
 def _dest(call: ast.Call) -> Optional[Tuple[str, str]]:
