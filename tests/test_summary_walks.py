@@ -10,7 +10,7 @@ import pytest
 from speedlint.analyzer.configs.summary import all_statements, block_statements, walk
 from speedlint.analyzer.program.loader_summary import _MOVES
 from speedlint.analyzer.program.schema import CONDITIONAL, GUARDED
-from speedlint.analyzer.program import summary
+from speedlint.analyzer.program import summary, summary_text
 from speedlint.analyzer.program.summary import summarize
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -131,8 +131,10 @@ def test_moves_in_joined_lines_is_moves_in_each_line(text):
     "timm.create_model('resnet18')", "import segmentation_models_pytorch as smp",
 ])
 def test_conv_text_hints_are_in_every_match(text):
-    match = summary._CONV_TEXT.search(text)
-    assert match and any(h in match.group(0) for h in summary._CONV_HINTS)
+    match = summary_text.CONV_TEXT.search(text)
+    hint = next(h for h in summary_text._CONV_WORDS if h in match.group(0))
+    assert match.group(0) in summary_text._CONV_WORDS[hint]  # the words looked for where the hint occurs
+    assert summary_text.text_facts(text)["conv"]
 
 
 @pytest.mark.parametrize("text", [
@@ -140,8 +142,21 @@ def test_conv_text_hints_are_in_every_match(text):
     "MNIST", "FashionMNIST", "ImageFolder(root)",
 ])
 def test_fixed_shape_hints_are_in_every_match(text):
-    match = summary._FIXED_SHAPES.search(text)
-    assert match and any(h in match.group(0) for h in summary._FIXED_SHAPE_HINTS)
+    match = summary_text.FIXED_SHAPES.search(text)
+    parts = {**summary_text._SHAPE_CALLS, **summary_text._SHAPE_DATASETS}
+    hint = next(h for h in parts if h in match.group(0))
+    assert (match.group(1) or match.group(2)) in parts[hint]  # the words looked for where the hint occurs
+    assert summary_text.text_facts(text)["fixed_shapes"]
+
+
+@pytest.mark.parametrize("path", SOURCES[::7])
+def test_text_facts_are_their_regexes(path):
+    """`text_facts` finds exactly what its regexes find (it searches the literals they hold)."""
+    text = path.read_text()
+    for part in (text, *(line for line in text.splitlines() if line.strip())):
+        got = summary_text.text_facts(part)
+        assert got["conv"] == bool(summary_text.CONV_TEXT.search(part))
+        assert got["fixed_shapes"] == bool(summary_text.FIXED_SHAPES.search(part))
 
 
 FLAGS = '''

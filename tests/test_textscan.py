@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+from speedlint.analyzer.frameworks import hf_facts
 from speedlint.analyzer.textscan import _GPU_HINT, has_word, has_word_then, may_grow, may_use_gpu, word_ends
 
 TEXTS = [
@@ -156,3 +157,19 @@ def test_may_grow_never_misses_a_site_in_real_code(shard):
 def test_may_grow_says_maybe_for_carriage_returns():
     assert may_grow("acc = 1\r\nfor x in xs:\r\n    acc = \\\r\n        torch.cat([acc, x])\r\n", GROW)
     assert may_grow("for x in xs:\r    acc = torch.cat([acc, x])\r", GROW)
+
+
+# -- the summary's text facts that hf_facts reads: each is its regex, searched part by part -------
+PRECISION_TEXTS = [
+    "", "torch.backends.cuda.matmul.allow_tf32 = True", "torch.set_float32_matmul_precision('high')", "tf32: true",
+    "tf32 =1", "use_tf32 = True", "xtf32=1", "tf32 == x", "MixedPrecision(param_dtype=torch.float16)",
+    "FSDPMixedPrecision(x)", "torch_dtype = torch.bfloat16", "torch_dtype='auto'", "torch_dtype=dtype",
+    "model.half()", "model.bfloat16()", "x.half", "x.to(torch.float16)", "x.to( dtype = torch.half )",
+    "x.to(device, torch.float16)", "x.to(torch.float32)", "évaluer MixedPrecision(", "éMixedPrecision(",
+]
+
+
+@pytest.mark.parametrize("text", PRECISION_TEXTS)
+def test_precision_facts_are_their_regexes(text):
+    assert hf_facts._switches_tf32(text) == (hf_facts._TF32.search(text) is not None)
+    assert hf_facts._reduces_precision(text) == (hf_facts._REDUCED.search(text) is not None)

@@ -12,7 +12,8 @@ def test_both_sides_read_one_list():
     assert training.EVAL_NAME is vocabulary.EVAL_NAME is prelook.EVAL_NAME
     assert training.SCHEDULER_HINT is vocabulary.SCHEDULER_HINT is summary.SCHEDULER_HINT
     assert summary.COUNTER_NAME is vocabulary.COUNTER_NAME
-    assert loaders.DISTRIBUTED is vocabulary.DISTRIBUTED is loader_summary._DISTRIBUTED
+    assert loaders.DISTRIBUTED is vocabulary.DISTRIBUTED
+    assert loader_summary._DISTRIBUTED_WORDS is vocabulary.DISTRIBUTED_WORDS  # (the words `DISTRIBUTED` is made of)
     assert flow.DTYPES is vocabulary.DTYPES is summary._DTYPE_NAMES is loaders.DTYPES
     assert loaders.LOADER_FAMILIES is vocabulary.LOADER_FAMILIES
     assert link.LOADER_NAMES is vocabulary.LOADER_NAMES
@@ -35,7 +36,9 @@ def test_distributed_hints_cover_every_launcher():
     assert len(alternatives) == 11
     for word in alternatives:
         assert vocabulary.DISTRIBUTED.search(f"x = {word}(y)"), word
-        assert any(h in word for h in vocabulary.DISTRIBUTED_HINTS), f"no hint in {word}: the summary would skip it"
+        assert word in vocabulary.DISTRIBUTED_WORDS, f"{word} is not looked for: the summary would skip it"
+        assert textscan.has_word(f"x = {word}(y)", *vocabulary.DISTRIBUTED_WORDS)
+        assert not textscan.has_word(f"x = {word}_(y)", *vocabulary.DISTRIBUTED_WORDS) and not vocabulary.DISTRIBUTED.search(f"x = {word}_(y)")
     assert not vocabulary.DISTRIBUTED.search("model = DataParallel(model)  # one process")
 
 

@@ -49,11 +49,17 @@ HARMLESS_RECEIVERS = frozenset({
 WHOLE_READERS = frozenset({"instantiate", "to_container", "to_object", "to_yaml", "asdict", "from_argparse_args", "parse_obj", "model_validate"})
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-#: Fields that hold only a context or an operator (`ast.Load()`, `ast.Add()`): nothing is read there.
-_UNREAD_FIELDS = frozenset({"ctx", "op", "ops"})
+#: Fields that hold only a context or an operator (`ast.Load()`, `ast.Add()`), or no node at all
+#: (names, numbers, flags; a constant's value), or only nodes that read nothing (`alias`es): the
+#: walk skips them (`Name` and `Constant` nodes, a third of a tree, have nothing else).
+_UNREAD_FIELDS = frozenset({
+    "ctx", "op", "ops", "id", "attr", "arg", "name", "names", "asname", "module", "level", "kind", "type_comment",
+    "conversion", "is_async", "kwd_attrs", "rest", "tag",
+})
 #: node class -> the fields the walk of `settings_summary` follows
 _WALKED: Dict[type, Tuple[str, ...]] = {}
-_TEXT_HINTS = tuple(sorted(PERFORMANCE_SETTINGS)) + ("vars(", "__dict__", "getattr(", "setattr(", "**", ".items(", "instantiate")
+#: (the most frequent first: `any` stops at the first one found, and a text without one is scanned for each)
+_TEXT_HINTS = ("**", "amp", ".items(", "getattr(", "instantiate") + tuple(sorted(PERFORMANCE_SETTINGS - {"amp"})) + ("vars(", "__dict__", "setattr(")
 
 
 def _dest(call: ast.Call) -> Optional[Tuple[str, str]]:
@@ -106,6 +112,10 @@ def settings_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
     AST = ast.AST
     for node in nodes:
         kind = node.__class__
+        if kind is ast.Name:  # (the most nodes; none of its fields is walked)
+            if node.id in PERFORMANCE_SETTINGS and isinstance(node.ctx, ast.Load):
+                reads.add(node.id)  # a local of that name (`fp16 = args.fp16` reads it too; a parameter filled by `**`)
+            continue
         if kind is ast.Call:
             name = _last(node.func)
             if name == "add_argument":
@@ -127,9 +137,7 @@ def settings_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
         elif kind is ast.Constant:
             if isinstance(node.value, str) and node.value in PERFORMANCE_SETTINGS and id(node) not in option_strings:
                 reads.add(node.value)
-        elif kind is ast.Name:
-            if node.id in PERFORMANCE_SETTINGS and isinstance(node.ctx, ast.Load):
-                reads.add(node.id)  # a local of that name (`fp16 = args.fp16` reads it too; a parameter filled by `**`)
+            continue  # (none of its fields is walked)
         elif kind is ast.arg:
             if node.arg in PERFORMANCE_SETTINGS:
                 reads.add(node.arg)  # a parameter of that name: filled by keyword or `**` from the setting
@@ -143,7 +151,7 @@ def settings_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
             kwarg_params.add(node.args.kwarg.arg)
         fields = _WALKED.get(kind)
         if fields is None:  # (the walk: `configs.summary.walk`, inlined, without the fields that hold no name)
-            fields = _WALKED[kind] = tuple(f for f in kind._fields if f not in _UNREAD_FIELDS)
+            fields = _WALKED[kind] = () if kind is ast.Constant else tuple(f for f in kind._fields if f not in _UNREAD_FIELDS)
         for field in fields:
             value = getattr(node, field, None)
             if value.__class__ is list:

@@ -46,23 +46,35 @@ def has_word_then(text: str, follow: "re.Pattern[str]", *words: str) -> bool:
     return False
 
 
+def matches_at(text: str, literal: str, pattern: "re.Pattern[str]") -> bool:
+    """Whether `pattern`, every match of which starts with `literal` (a leading `\\b` aside),
+    matches at an occurrence of `literal` in `text`: `pattern.search(text) is not None`, with
+    `str.find` doing the scan (`match` at an offset sees the text before it: `\\b` keeps its meaning)."""
+    at = text.find(literal)
+    while at >= 0:
+        if pattern.match(text, at):
+            return True
+        at = text.find(literal, at + 1)
+    return False
+
+
 #: What counts as a hint that a script may run on an accelerator (`may_use_gpu`).
 _GPU_HINT = re.compile(r"cuda|\bmps\b|xla|accelerator|Accelerator|device_map|\.to\(\s*device|torch\.device\(\s*[a-zA-Z_]")
 #: Literals of which `_GPU_HINT` needs one: a text with none of them cannot match.
 _GPU_PLAIN = ("cuda", "xla", "accelerator", "Accelerator", "device_map")  # each alone is a match
-_GPU_OTHER = ("mps", ".to(", "torch.device(")
+#: The other parts of `_GPU_HINT` (each starts with a literal: `re` finds it fast).
+_TO_DEVICE = re.compile(r"\.to\(\s*device")
+_TORCH_DEVICE = re.compile(r"torch\.device\(\s*[a-zA-Z_]")
 
 
 def may_use_gpu(text: str) -> bool:
     """False for scripts that never mention CUDA or select a device: no GPU-only advice there.
 
-    Exactly `_GPU_HINT.search(text) is not None`, without scanning with the regex when a literal
-    answers."""
+    Exactly `_GPU_HINT.search(text) is not None`, part by part (an alternation, and a part that
+    starts with `\\b`, are scanned character by character)."""
     if any(p in text for p in _GPU_PLAIN):
         return True
-    if not any(p in text for p in _GPU_OTHER):
-        return False
-    return _GPU_HINT.search(text) is not None
+    return has_word(text, "mps") or "device" in text and bool(_TO_DEVICE.search(text) or _TORCH_DEVICE.search(text))
 
 
 _OPEN = {"(": ")", "[": "]", "{": "}"}

@@ -49,17 +49,13 @@ GRAD_OFF_NAMES = ("no_grad", "inference_mode")
 
 # -- distributed launchers ------------------------------------------------------------------------
 
-#: A training script that runs one process per GPU (DDP, torchrun, `mp.spawn`, accelerate, DeepSpeed).
-DISTRIBUTED = re.compile(
-    r"\b(DistributedDataParallel|init_process_group|DistributedSampler|LOCAL_RANK|local_rank|torchrun|"
-    r"torch\.distributed\.launch|mp\.spawn|multiprocessing\.spawn|Accelerator|deepspeed)\b"
+#: A training script that runs one process per GPU (DDP, torchrun, `mp.spawn`, accelerate, DeepSpeed):
+#: one of these as a whole word (`DISTRIBUTED`; `textscan.has_word(text, *DISTRIBUTED_WORDS)` is the same test, faster).
+DISTRIBUTED_WORDS = (
+    "DistributedDataParallel", "init_process_group", "DistributedSampler", "LOCAL_RANK", "local_rank", "torchrun",
+    "torch.distributed.launch", "mp.spawn", "multiprocessing.spawn", "Accelerator", "deepspeed",
 )
-#: Substrings one of which every match of `DISTRIBUTED` holds (a `\b` pattern scans slowly: most
-#: files have none).
-DISTRIBUTED_HINTS = (
-    "Distributed", "init_process_group", "LOCAL_RANK", "local_rank", "torchrun", "distributed.launch", "spawn", "Accelerator",
-    "deepspeed",
-)
+DISTRIBUTED = re.compile(r"\b(" + "|".join(re.escape(w) for w in DISTRIBUTED_WORDS) + r")\b")
 
 # -- dtypes ---------------------------------------------------------------------------------------
 

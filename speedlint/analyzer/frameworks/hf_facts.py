@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any, Dict
 
+from speedlint.analyzer.textscan import matches_at
+
 #: Knob states.
 FP32, MIXED, UNKNOWN = "fp32", "mixed", "unknown"
 
@@ -22,6 +24,12 @@ _REDUCED = re.compile(
     r"\bMixedPrecision\(|torch_dtype\s*=\s*(torch\.(b?float16|half)|[\"']auto[\"'])|\.(half|bfloat16)\(\)"
     r"|\.to\(\s*(dtype\s*=\s*)?torch\.(b?float16|half)\s*\)"
 )
+#: The parts of `_TF32` and `_REDUCED` that are more than a literal (an alternation, and a part
+#: that starts with `\b`, are scanned character by character: these are found part by part).
+_TF32_SET = re.compile(r"\btf32\s*[=:]")
+_MIXED_POLICY = re.compile(r"\bMixedPrecision\(")
+_DTYPE_REDUCED = re.compile(r"torch_dtype\s*=\s*(torch\.(b?float16|half)|[\"']auto[\"'])")
+_TO_REDUCED = re.compile(r"\.to\(\s*(dtype\s*=\s*)?torch\.(b?float16|half)\s*\)")
 #: Project facts (`FileSeeds.project` keys).
 TF32_KEY = "tf32_enabled"
 REDUCED_KEY = "reduced_precision"
@@ -32,12 +40,25 @@ HF_FILES_KEY = "hf_argument_files"
 def summary_facts(text: str) -> Dict[str, Any]:
     """Per-file facts for the summary (empty for most files)."""
     out: Dict[str, Any] = {}
-    if ("tf32" in text or "matmul_precision" in text) and _TF32.search(text):
+    if ("tf32" in text or "matmul_precision" in text) and _switches_tf32(text):
         out["tf32"] = True
     if "accelerate" in text and "Accelerator" in text:
         out["accelerate"] = True
-    if ("MixedPrecision" in text or "16" in text or "half" in text) and _REDUCED.search(text):
+    if ("MixedPrecision" in text or "16" in text or "half" in text) and _reduces_precision(text):
         out["reduced"] = True
     if "HfArgumentParser" in text and ("parse_json_file" in text or "parse_yaml_file" in text):
         out["hf_files"] = True
     return out
+
+
+def _switches_tf32(text: str) -> bool:
+    """`_TF32.search(text) is not None`, exactly: one of its parts matches."""
+    return "set_float32_matmul_precision" in text or "allow_tf32" in text or matches_at(text, "tf32", _TF32_SET)
+
+
+def _reduces_precision(text: str) -> bool:
+    """`_REDUCED.search(text) is not None`, exactly: one of its parts matches."""
+    return (
+        ".half()" in text or ".bfloat16()" in text or matches_at(text, "MixedPrecision(", _MIXED_POLICY)
+        or bool(_DTYPE_REDUCED.search(text) or _TO_REDUCED.search(text))  # (a literal start: `re` finds it fast)
+    )

@@ -14,8 +14,8 @@ from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 from speedlint.analyzer.configs.summary import all_statements, block_statements, walk
 from speedlint.analyzer.program.schema import SPLAT as _NOT_FOLLOWED  # a keyword whose value is not followed
 from speedlint.analyzer.sources import source_lines
-from speedlint.analyzer.vocabulary import DISTRIBUTED as _DISTRIBUTED
-from speedlint.analyzer.vocabulary import DISTRIBUTED_HINTS as _DISTRIBUTED_HINTS
+from speedlint.analyzer.textscan import has_word
+from speedlint.analyzer.vocabulary import DISTRIBUTED_WORDS as _DISTRIBUTED_WORDS
 from speedlint.analyzer.vocabulary import LOADER_TRIGGERS as _LOADER_ENDINGS
 from speedlint.analyzer.vocabulary import PINNED_ON_GPU as _PINNED_ON_GPU
 from speedlint.analyzer.vocabulary import dotted_name
@@ -38,7 +38,7 @@ def loader_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
         pins = _pinned_on_gpu(tree, text)
         if pins:
             out["pin_kws"] = pins
-    if any(w in text for w in _DISTRIBUTED_HINTS) and _DISTRIBUTED.search(text):
+    if has_word(text, *_DISTRIBUTED_WORDS):  # (`vocabulary.DISTRIBUTED.search(text)`, exactly)
         out["distributed"] = True
     if "cpu_count" in text or "sched_getaffinity" in text:
         out["cpu_count"] = True  # a file SPD107 may look at
@@ -374,6 +374,8 @@ def _moved_parameters(functions: Functions, text: str) -> Dict[str, List[str]]:
         if not _MOVES.search("\n".join(lines[fn.lineno - 1:end])):
             continue
         params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+        if params <= {"self", "cls"}:
+            continue  # (only a parameter other than these is noted: nothing to look for)
         moved: List[str] = []
         nodes = walk(fn)
         held = _elements_of(nodes, params)

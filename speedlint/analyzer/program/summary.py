@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import re
-import sys
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from speedlint.analyzer.configs.summary import config_summary, walk
@@ -19,13 +18,15 @@ from speedlint.analyzer.program.loader_summary import loader_summary
 from speedlint.analyzer.program.summary_guards import branches, interval_predicates, skips_rest
 from speedlint.analyzer.program.summary_plugins import plugin_expr, plugin_facts
 from speedlint.analyzer.program.summary_optin import amp_gate_facts
+from speedlint.analyzer.program.summary_text import text_facts
 from speedlint.analyzer.frameworks.hf_facts import summary_facts
 from speedlint.analyzer.settings_use import settings_summary
+from speedlint.analyzer.program.compact import FrozenDict, compact  # noqa: F401  (FrozenDict: where readers look for it)
 from speedlint.analyzer.program.schema import (
-    C_FLAGS, C_FUNC, C_HOST, C_KWS, C_LINE, CACHE_FILL, Call, CONDITIONAL, EVAL_ONLY, GRAD_OFF, GUARDED, HANDLER, INT, ONE_ITERATION, PROPERTY, SPLAT,
+    C_FLAGS, C_FUNC, C_KWS, C_LINE, CACHE_FILL, CONDITIONAL, EVAL_ONLY, GRAD_OFF, GUARDED, HANDLER, INT, ONE_ITERATION, PROPERTY, SPLAT,
     SUMMARY_FORMAT, TRAIN_ONLY, WITH_ITEM,
 )
-from speedlint.analyzer.textscan import may_use_gpu, says_grad_off
+from speedlint.analyzer.textscan import says_grad_off
 from speedlint.analyzer.vocabulary import COUNTER_NAME, SCHEDULER_HINT
 from speedlint.analyzer.vocabulary import DTYPES as _DTYPE_NAMES
 from speedlint.analyzer.vocabulary import dotted_name as _dotted
@@ -51,17 +52,6 @@ _TENSOR_METHODS = frozenset({
     "unbind", "cumsum", "requires_grad_", "register_buffer", "register_parameter", "named_parameters",
     "is_contiguous", "data_ptr", "element_size", "stride",
 })
-#: Text that says a module builds convolutions (SPD701's "conv net"), and that it switches the
-#: cuDNN autotuner (to anything: the explicit settings are judged where they are written).
-_CONV_TEXT = re.compile(r"\b(Conv[123]d|ConvTranspose[123]d|LazyConv[123]d|conv[123]d|torchvision\.models|timm\.create_model|segmentation_models_pytorch)\b")
-#: Substrings one of which every match of `_CONV_TEXT` holds (a `\b` pattern scans slowly: most
-#: files have none; many say "convert").
-_CONV_HINTS = ("onv1d", "onv2d", "onv3d", "onvTranspose", "torchvision.models", "timm.create_model", "segmentation_models_pytorch")
-#: Evidence of fixed input shapes (where the autotuner pays off): resize/crop transforms, the
-#: standard fixed-size image datasets.
-_FIXED_SHAPES = re.compile(r"\b(Resize|RandomResizedCrop|RandomCrop|CenterCrop)\(|\b(CIFAR10|CIFAR100|MNIST|FashionMNIST|ImageFolder)\b")
-_FIXED_SHAPE_HINTS = ("Resize(", "Crop(", "CIFAR10", "MNIST", "ImageFolder")  # (one is in every match)
-_BENCHMARK_ON = re.compile(r"cudnn\.benchmark\s*=(?!=)")
 
 
 
@@ -217,16 +207,28 @@ def label(expr: Any, attribute: bool = False) -> str:
     return (name(expr) or "call") + ("" if attribute else "(...)")
 
 
+#: name -> whether `_INTERVAL_WORDS` finds a word in it (a pure function of the name: the same
+#: names are tested in every `if` of a file; the set of names of a run is small).
+_INTERVAL_NAMES: Dict[str, bool] = {}
+
+
+def _says_interval(name: str) -> bool:
+    got = _INTERVAL_NAMES.get(name)
+    if got is None:
+        got = _INTERVAL_NAMES[name] = _INTERVAL_WORDS.search(name) is not None
+    return got
+
+
 def _is_interval_test(nodes: List[ast.AST]) -> bool:
     """`if step % N == 0`, `if i == 0`, `if args.log_every and ...`: a branch taken now and then
     (`nodes`: the test's, from `walk`)."""
     for sub in nodes:
         kind = sub.__class__
         if kind is ast.Name:
-            if _INTERVAL_WORDS.search(sub.id):  # type: ignore[attr-defined]
+            if _says_interval(sub.id):  # type: ignore[attr-defined]
                 return True
         elif kind is ast.Attribute:
-            if _INTERVAL_WORDS.search(sub.attr):  # type: ignore[attr-defined]
+            if _says_interval(sub.attr):  # type: ignore[attr-defined]
                 return True
         elif kind is ast.BinOp:
             if sub.op.__class__ is ast.Mod:  # type: ignore[attr-defined]
@@ -946,118 +948,13 @@ def summarize(text: str, tree: Optional[ast.Module] = None, shared: Optional[Dic
         return None
     if any(w in text for w in _EXISTS) and any(w in text for w in _SAVES):
         _mark_cache_fills(summary, cache_fill_lines(tree))
-    summary["gpu"] = may_use_gpu(text)
-    summary["conv"] = any(w in text for w in _CONV_HINTS) and bool(_CONV_TEXT.search(text))
-    summary["cudnn_text"] = "cudnn" in text
-    summary["cfgnode"] = "CfgNode" in text  # a yacs-style config may be defined here
-    summary["benchmark_on"] = summary["cudnn_text"] and bool(_BENCHMARK_ON.search(text))
-    summary["fixed_shapes"] = any(w in text for w in _FIXED_SHAPE_HINTS) and bool(_FIXED_SHAPES.search(text))
+    summary.update(text_facts(text))  # GPU hints, a conv net, the cuDNN autotuner, fixed shapes
     _data_facts(summary, text, tree)
     summary.update(plugin_facts(tree, text))  # modules loaded by name, `sys.path` folders
     fw = summary_facts(text)  # frameworks: TF32 switched on, accelerate used
     if fw:
         summary["fw"] = fw
     return compact(summary, shared)
-
-
-class FrozenDict(dict):  # type: ignore[type-arg]
-    """A dict of a compact summary: read-only (the summaries of a run are shared by everything
-    that reads them), hashable, so that equal ones are one object (`{}` is most keyword maps)."""
-
-    __slots__ = ()
-
-    def __hash__(self) -> int:  # type: ignore[override]
-        return hash(tuple(self.items()))
-
-    def __reduce__(self) -> Tuple[Any, ...]:  # pickled to and from the workers
-        return (FrozenDict, (dict(self),))
-
-    def _read_only(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError("a summary is read-only")
-
-    __setitem__ = __delitem__ = update = setdefault = pop = popitem = clear = _read_only  # type: ignore[assignment]
-
-
-def compact(summary: Dict[str, Any], shared: Optional[Dict[Any, Any]] = None) -> Dict[str, Any]:
-    """A summary in its read-only, compact form: lists become tuples and dicts `FrozenDict`s,
-    equal ones of names and whole numbers are one object (`["n", "self"]` and `{}` are written
-    thousands of times in a big file), strings are interned. A third of the memory of the plain
-    form (the whole program holds the summaries of every file at once: about 8x the source as
-    lists). Applied to summaries made here and to those read back from the cache (JSON gives
-    lists again). The summary itself stays a plain dict (a notebook's cells are added to it).
-    `shared`: the parts already made for other files, to share theirs too (a worker passes one
-    per batch of files, which pickling keeps shared)."""
-    memo: Dict[Any, Any] = {} if shared is None else shared
-    intern = sys.intern
-    empty = memo.setdefault(FrozenDict(), FrozenDict())  # (most keyword maps)
-    _typed_calls(summary)
-
-    def go(obj: Any) -> Tuple[Any, bool]:
-        # (compact form, whether it may be shared: `True == 1` and `1.0 == 1`, so only containers
-        # of strings, None, ints that are not bools, and shareable containers are shared).
-        # Strings, numbers and None inside a container are taken in place (most items are
-        # names): one call per container, not per item.
-        kind = obj.__class__
-        if kind is str:
-            return intern(obj), True
-        if kind is list or kind is tuple or kind is Call:
-            if not obj:
-                return (), True
-            items = []
-            shareable = True
-            for item in obj:
-                k = item.__class__
-                if k is str:
-                    items.append(intern(item))
-                elif k is int or item is None:
-                    items.append(item)
-                elif k is list or k is tuple or k is dict or k is FrozenDict or k is Call:
-                    value, ok = go(item)
-                    items.append(value)
-                    shareable = shareable and ok
-                else:  # a bool, a float, ...: kept, and the container is not shared
-                    items.append(item)
-                    shareable = False
-            out: Any = _new_call(Call, items) if kind is Call else tuple(items)
-        elif kind is dict or kind is FrozenDict:
-            if not obj:
-                return empty, True
-            shareable = True
-            entries = {}
-            for key, v in obj.items():
-                k = v.__class__
-                if k is str:
-                    value, ok = intern(v), True
-                elif k is int or v is None:
-                    value, ok = v, True
-                elif k is list or k is tuple or k is dict or k is FrozenDict:
-                    value, ok = go(v)
-                else:
-                    value, ok = v, False
-                entries[intern(key) if key.__class__ is str else key] = value
-                shareable = shareable and ok and key.__class__ is not bool
-            out = FrozenDict(entries)
-        else:
-            return obj, kind is int or obj is None
-        if shareable:
-            got = memo.setdefault(out, out)
-            if got.__class__ is out.__class__:  # (a call equals the plain tuple of its fields)
-                return got, True
-        return out, False
-
-    return {k: go(v)[0] for k, v in summary.items()}
-
-
-#: `Call(*fields)` without the checks of `Call._make` (the fields are the summarizer's own).
-_new_call = tuple.__new__
-
-
-def _typed_calls(summary: Dict[str, Any]) -> None:
-    """The calls of a summary as `Call`s (the summarizer's lists, or JSON's from the cache); a
-    summary already compact has them."""
-    for body in (summary.get("module"), *summary.get("functions", ())):
-        if body.__class__ is dict and "calls" in body:
-            body["calls"] = [c if c.__class__ is Call else _new_call(Call, c if len(c) > C_HOST else (*c, ())) for c in body["calls"]]
 
 
 def _data_facts(summary: Dict[str, Any], text: str, tree: ast.Module) -> None:

@@ -13,7 +13,7 @@ opt-in gate.
 from __future__ import annotations
 
 import ast
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 #: (seeds and summary key)
 KEY = "amp_gates"
@@ -38,13 +38,36 @@ def _namespace_attr(test: Optional[ast.AST]) -> Optional[str]:
     return test.attr
 
 
+#: Fields that hold no node, or only a context or an operator (no statement, no call below it).
+_LEAF_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "name", "asname", "module", "level", "kind", "type_comment", "conversion", "is_async"})
+#: node class -> the fields `_children` reads
+_CHILD_FIELDS: Dict[type, Tuple[str, ...]] = {ast.Constant: ()}
+
+
+def _children(node: ast.AST) -> List[ast.AST]:
+    """`ast.iter_child_nodes(node)` as a list, in its order, without the contexts and operators
+    (nodes with nothing below them that `amp_gate_facts` looks for)."""
+    kind = node.__class__
+    fields = _CHILD_FIELDS.get(kind)
+    if fields is None:
+        fields = _CHILD_FIELDS[kind] = tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
+    out: List[ast.AST] = []
+    for name in fields:
+        value = getattr(node, name, None)
+        if value.__class__ is list:
+            out += [c for c in value if isinstance(c, ast.AST)]
+        elif isinstance(value, ast.AST):
+            out.append(value)
+    return out
+
+
 def amp_gate_facts(tree: ast.Module) -> Dict[str, Any]:
     """`{KEY: gates}` for a module with autocasts behind a namespace attribute, else `{}`."""
     gates: List[List[Any]] = []
     constants: Set[str] = set()  # attributes set to a constant here (`args.use_amp = True`)
 
     def walk(node: ast.AST, cls: Optional[str], fn: Optional[str], tests: List[Optional[str]]) -> None:
-        for child in ast.iter_child_nodes(node):
+        for child in _children(node):
             if isinstance(child, ast.ClassDef):
                 walk(child, child.name if cls is None and fn is None else cls, fn, [])
                 continue
