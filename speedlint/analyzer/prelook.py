@@ -24,6 +24,8 @@ from functools import cached_property
 from itertools import islice
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple
 
+from speedlint.analyzer.ast_fields import FIELDS, LEAVES
+from speedlint.analyzer.ast_fields import child_fields as fields_of
 from speedlint.analyzer.frameworks.hooks import BATCH_HOOKS, HOOK_CLASSES
 from speedlint.analyzer.prelook_batch import batch_loop_candidates
 from speedlint.analyzer.textscan import FIRST_ARG_GROWERS, has_word, has_word_then, may_grow, may_use_gpu, word_ends
@@ -53,8 +55,6 @@ _ALIAS = re.compile(r"(?:\s|\\)+as\b")
 _CALL = re.compile(r"(?:\s|\\|#[^\n]*\n)*\(")
 
 
-#: `ast` class -> the fields that may hold child nodes (`_Walk`)
-_CHILD_FIELDS: Dict[type, Tuple[str, ...]] = {}
 
 
 def _reads_whole(loop: ast.AST, name: str, meta_attrs: FrozenSet[str]) -> bool:
@@ -176,7 +176,6 @@ _STMT_LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _SEQUENCES = (ast.List, ast.Tuple)
 #: nothing to learn below these (list elements may be None or str: `Dict.keys`, `Global.names`)
-_LEAVES = frozenset({type(None), str, ast.Constant, ast.Load, ast.Store, ast.Del})
 
 
 class _Walk:
@@ -223,8 +222,8 @@ class _Walk:
         get = names.get
         Name, Attribute, Call, alias, keyword = ast.Name, ast.Attribute, ast.Call, ast.alias, ast.keyword
         AST = ast.AST
-        leaves = _LEAVES
-        child_fields = _CHILD_FIELDS
+        leaves = LEAVES
+        child_fields = FIELDS
         stack: list = [tree]
         pop, push, extend = stack.pop, stack.append, stack.extend
         while stack:
@@ -272,9 +271,7 @@ class _Walk:
             elif kind is ast.ImportFrom and node.module:
                 for n in node.module.split("."):
                     names[n] = get(n, 0) + 1
-            fields = child_fields.get(kind)
-            if fields is None:
-                fields = child_fields[kind] = tuple(f for f in kind._fields if f not in ("ctx", "type_comment"))
+            fields = child_fields.get(kind) or fields_of(kind)
             for f in fields:
                 value = getattr(node, f, None)
                 if value.__class__ is list:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import ast
 from typing import Dict, Iterator, List, Optional, Set, Tuple, Union
 
+from speedlint.analyzer.ast_fields import LEAVES, child_fields
 from speedlint.analyzer.vocabulary import BATCH_SIZE_NAMES, LOSS_FUNCTION, SEQUENCE_ANNOTATION, TENSOR_ATTRS
 from speedlint.analyzer.vocabulary import dotted_name as _dotted
 
@@ -77,30 +78,20 @@ def batch_loop_candidates(tree: ast.Module, text: Optional[str]) -> Tuple[bool, 
     return any(shapes.may_loop_over_batch(loop) for loop in index.loops if model.isdisjoint(loop.inside)), False
 
 
-#: `ast` class -> the fields that may hold child nodes
-_FIELDS: Dict[type, Tuple[str, ...]] = {}
-_LEAVES = frozenset({type(None), str, int, ast.Constant, ast.Load, ast.Store, ast.Del})
 _END = object()  # marks the end of a function's subtree on the walk's stack
-
-
-def _fields(kind: type) -> Tuple[str, ...]:
-    got = _FIELDS.get(kind)
-    if got is None:
-        got = _FIELDS[kind] = tuple(f for f in kind._fields if f not in ("ctx", "type_comment"))  # type: ignore[attr-defined]
-    return got
 
 
 def _nodes(roots: List[ast.AST]) -> Iterator[ast.AST]:
     """Every node under `roots` (theirs included), in no particular order."""
     stack = list(roots)
     pop, push, extend = stack.pop, stack.append, stack.extend
-    AST, leaves = ast.AST, _LEAVES
+    AST, leaves = ast.AST, LEAVES
     while stack:
         node = pop()
         if node.__class__ in leaves:
             continue
         yield node
-        for f in _fields(node.__class__):
+        for f in child_fields(node.__class__):
             value = getattr(node, f, None)
             if value.__class__ is list:
                 extend(value)
@@ -129,7 +120,7 @@ class _Index:
         inside: Tuple[int, ...] = ()
         stack: list = [tree]  # type: ignore[type-arg]
         pop, push, extend = stack.pop, stack.append, stack.extend
-        AST, leaves = ast.AST, _LEAVES
+        AST, leaves = ast.AST, LEAVES
         Name, Attribute, Call = ast.Name, ast.Attribute, ast.Call
         defs = (ast.FunctionDef, ast.AsyncFunctionDef)
         while stack:
@@ -182,7 +173,7 @@ class _Index:
                 binders.append(node)
             elif kind is ast.Import or kind is ast.ImportFrom or kind is ast.arg or kind is ast.ExceptHandler:
                 binders.append(node)
-            for f in _fields(kind):
+            for f in child_fields(kind):
                 value = getattr(node, f, None)
                 if value.__class__ is list:
                     extend(value)
@@ -376,11 +367,11 @@ def _assignments(scope: Scope, name: str) -> List[ast.Assign]:
     while stack:
         node = stack.pop()
         kind = node.__class__
-        if kind in _LEAVES or kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+        if kind in LEAVES or kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
             continue
         if kind is ast.Assign and any(name in _names(t) for t in node.targets):  # type: ignore[attr-defined]
             out.append(node)  # type: ignore[arg-type]
-        for f in _fields(kind):
+        for f in child_fields(kind):
             value = getattr(node, f, None)
             if value.__class__ is list:
                 stack.extend(value)
