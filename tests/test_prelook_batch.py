@@ -132,6 +132,11 @@ KEPT = {
             x = x + row
         return x
     """, init='self.table = nn.ModuleList()\n        self.register_buffer("table", torch.zeros(4, 4))'),
+    "a buffer named at run time": _model("""
+        for row in self.layers:
+            x = x + row
+        return x
+    """, init='self.layers = nn.ModuleList()\n        name = "lay" + "ers"\n        self.register_buffer(name, torch.zeros(4, 4))'),
     "container written also as a tensor": _model("""
         for row in self.layers:
             x = x + row

@@ -30,6 +30,7 @@ flow decide them, since they are what spares most model files:
 from __future__ import annotations
 
 import ast
+from functools import cached_property
 from typing import Dict, Iterator, List, Optional, Set, Tuple, Union
 
 from speedlint.analyzer.ast_fields import LEAVES, child_fields
@@ -52,6 +53,7 @@ _PARAMETER_ATTRS = frozenset({"weight", "bias"})
 
 Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 Scope = Union[Function, ast.Module]
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 class _Loop:
@@ -70,7 +72,7 @@ def batch_loop_candidates(tree: ast.Module, text: Optional[str]) -> Tuple[bool, 
     index = _Index(tree)
     if not index.loops:
         return False, False
-    shapes = _Shapes(tree, text, index)
+    shapes = _Shapes(text, index)
     model = index.model_functions()
     in_model = [loop for loop in index.loops if not model.isdisjoint(loop.inside)]
     if any(shapes.may_loop_over_batch(loop) for loop in in_model):
@@ -81,14 +83,15 @@ def batch_loop_candidates(tree: ast.Module, text: Optional[str]) -> Tuple[bool, 
 _END = object()  # marks the end of a function's subtree on the walk's stack
 
 
-def _nodes(roots: List[ast.AST]) -> Iterator[ast.AST]:
-    """Every node under `roots` (theirs included), in no particular order."""
+def _nodes(roots: List[ast.AST], prune: Tuple[type, ...] = ()) -> Iterator[ast.AST]:
+    """Every node under `roots` (theirs included), in no particular order; nodes of the classes
+    in `prune` are left out with their subtrees."""
     stack = list(roots)
     pop, push, extend = stack.pop, stack.append, stack.extend
     AST, leaves = ast.AST, LEAVES
     while stack:
         node = pop()
-        if node.__class__ in leaves:
+        if node.__class__ in leaves or node.__class__ in prune:
             continue
         yield node
         for f in child_fields(node.__class__):
@@ -122,7 +125,7 @@ class _Index:
         pop, push, extend = stack.pop, stack.append, stack.extend
         AST, leaves = ast.AST, LEAVES
         Name, Attribute, Call = ast.Name, ast.Attribute, ast.Call
-        defs = (ast.FunctionDef, ast.AsyncFunctionDef)
+        defs = _DEFS
         while stack:
             node = pop()
             kind = node.__class__
@@ -221,10 +224,9 @@ def _all_args(call: ast.Call) -> List[ast.expr]:
 class _Shapes:
     """The loop shapes of one file (see the module docstring)."""
 
-    def __init__(self, tree: ast.Module, text: Optional[str], index: _Index) -> None:
+    def __init__(self, text: Optional[str], index: _Index) -> None:
         self.text = text
         self._index = index
-        self._self_tensors: Optional[Set[str]] = None
         self._bound: Dict[int, Dict[str, int]] = {}  # scope -> name -> bindings other than parameters
 
     def may_loop_over_batch(self, loop: _Loop) -> bool:
@@ -257,18 +259,18 @@ class _Shapes:
         if isinstance(expr, ast.Attribute):
             if isinstance(expr.value, ast.Name):
                 if expr.value.id == "self":
-                    return expr.attr in TENSOR_ATTRS or expr.attr in self.self_tensors()
+                    tensors = self.self_tensors
+                    return expr.attr in TENSOR_ATTRS or tensors is None or expr.attr in tensors
                 return True  # a field of a batch, an output ...
             return expr.attr in TENSOR_ATTRS or expr.attr in _PARAMETER_ATTRS
         if isinstance(expr, ast.Name):
             return not self._passed_in(expr.id, scope)
         return True
 
-    def self_tensors(self) -> Set[str]:
-        """The `self.<name>`s that may be tensors (see the module docstring)."""
-        if self._self_tensors is None:
-            self._self_tensors = _self_tensors(self._index)
-        return self._self_tensors
+    @cached_property
+    def self_tensors(self) -> Optional[Set[str]]:
+        """The `self.<name>`s that may be tensors (see the module docstring); None: any may be."""
+        return _self_tensors(self._index)
 
     def _passed_in(self, name: str, scope: Scope) -> bool:
         """`name` is what the callers of the loop's function pass (or a `*args` tuple, or a
@@ -362,22 +364,10 @@ class _Shapes:
 
 def _assignments(scope: Scope, name: str) -> List[ast.Assign]:
     """The `=` statements of the scope (not of the functions nested in it) whose targets bind `name`."""
-    out: List[ast.Assign] = []
-    stack: List[ast.AST] = list(scope.body)
-    while stack:
-        node = stack.pop()
-        kind = node.__class__
-        if kind in LEAVES or kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
-            continue
-        if kind is ast.Assign and any(name in _names(t) for t in node.targets):  # type: ignore[attr-defined]
-            out.append(node)  # type: ignore[arg-type]
-        for f in child_fields(kind):
-            value = getattr(node, f, None)
-            if value.__class__ is list:
-                stack.extend(value)
-            elif isinstance(value, ast.AST):
-                stack.append(value)
-    return out
+    return [
+        node for node in _nodes(list(scope.body), prune=_DEFS)
+        if isinstance(node, ast.Assign) and any(name in _names(t) for t in node.targets)
+    ]
 
 
 def _names(target: ast.AST) -> Set[str]:
@@ -453,10 +443,11 @@ def _iterated(it: ast.expr, target: Optional[ast.expr]) -> List[ast.expr]:
     return []
 
 
-def _self_tensors(index: _Index) -> Set[str]:
+def _self_tensors(index: _Index) -> Optional[Set[str]]:
     """`self.<name>`s that the data flow may take for a tensor: a registered buffer, or one
     written a value other than a literal or a `torch.nn` container (or bound another way: an
-    augmented assignment, a tuple target, a loop or `with` target)."""
+    augmented assignment, a tuple target, a loop or `with` target). None: any of them may be (a
+    buffer registered under a name computed at run time)."""
     imports: Optional[Dict[str, Optional[str]]] = None
     maybe: Set[str] = set()
     for node in index.writes:
@@ -483,18 +474,8 @@ def _self_tensors(index: _Index) -> Set[str]:
             if args and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str):
                 maybe.add(args[0].value)
             else:
-                return _EVERY_NAME  # a buffer named at run time: any attribute may be one
+                return None  # a buffer named at run time: any attribute may be one
     return maybe
-
-
-class _EveryName(set):  # type: ignore[type-arg]
-    """A set that holds every name."""
-
-    def __contains__(self, item: object) -> bool:
-        return True
-
-
-_EVERY_NAME: Set[str] = _EveryName()
 
 
 def _self_attr(node: ast.AST) -> Optional[str]:

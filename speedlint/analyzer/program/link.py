@@ -455,11 +455,6 @@ class Program:
                 got = symbols.get((a, b))
                 if got is None:
                     got = self.symbol(a, b)
-            elif kind == "m":  # (and the next two most read, as `_input` reads them)
-                many = self.param_types[a].get(b)
-                got = many is not None and len(many) > MAX_TYPES
-            elif kind == "p":
-                got = self._param_version[fid]
             else:
                 got = self._input(fid, kind, a, b)
             if got is not seen and got != seen:
