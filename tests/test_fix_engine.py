@@ -270,3 +270,73 @@ def test_a_text_the_parser_does_not_reproduce_is_left_whole():
     assert any(d.kind == "warning" and "cannot reproduce" in d.message and "line 2" in d.message for d in out.diagnostics)
     # the same fix applies where nothing would be lost
     assert fix_text(BAD, "x.py", select_rules(select=["SPD401"]), Settings()).fixed == FIXED
+
+
+# -- a round's rewrite: only what a fix touches is rebuilt; imports as LibCST adds them ------------
+from libcst.codemod import CodemodContext  # noqa: E402
+from libcst.codemod.visitors import AddImportsVisitor  # noqa: E402
+
+import speedlint.analyzer.fixing as fixing  # noqa: E402
+from speedlint.analyzer.findings import ImportSpec  # noqa: E402
+
+_HAS = [
+    ("import torch\nx = 1\n", [ImportSpec("torch")]),
+    ('"""Doc."""\nimport torch\n', [ImportSpec("torch")]),
+    ("__strict__ = True\nimport torch\n", [ImportSpec("torch")]),
+    ("import os, torch\n", [ImportSpec("torch")]),
+    ("from torch import nn\n", [ImportSpec("torch", "nn")]),
+    ("from torch import *\n", [ImportSpec("torch", "nn")]),
+    ("import torch\nfrom torch.amp import autocast\n", [ImportSpec("torch"), ImportSpec("torch.amp", "autocast")]),
+]
+_LACKS = [
+    ("x = 1\nimport torch\n", [ImportSpec("torch")]),  # not in the opening block
+    ("import torch as t\n", [ImportSpec("torch")]),
+    ("import torch.nn\n", [ImportSpec("torch")]),
+    ("from torch import nn as n\n", [ImportSpec("torch", "nn")]),
+    ("from . import torch\n", [ImportSpec("torch")]),
+    ("from .torch import nn\n", [ImportSpec("torch", "nn")]),
+    ("import os; import torch\n", [ImportSpec("torch")]),
+    ("if x:\n    import torch\n", [ImportSpec("torch")]),
+    ("from torch.amp import autocast\n", [ImportSpec("torch", "amp")]),
+    ('"""Doc."""\n', [ImportSpec("torch")]),
+    ("import torch\n", [ImportSpec("torch"), ImportSpec("torch", "nn")]),
+]
+
+
+def _libcst_adds(module: cst.Module, imports: list) -> str:
+    context = CodemodContext()
+    for spec in imports:
+        AddImportsVisitor.add_needed_import(context, spec.module, spec.obj)
+    return AddImportsVisitor(context).transform_module(module).code
+
+
+def test_an_import_already_at_the_top_is_not_added_again():
+    """When every import a fix needs opens the module already, the module is kept as it is (no
+    copy, no walk), exactly what LibCST's `AddImportsVisitor` gives back."""
+    for text, imports in _HAS:
+        module = cst.parse_module(text)
+        assert fixing._add_imports(module, imports) is module, text
+        assert _libcst_adds(module, imports) == text, text
+
+
+def test_an_import_missing_from_the_top_is_added_as_libcst_adds_it():
+    for text, imports in _LACKS:
+        module = cst.parse_module(text)
+        added = fixing._add_imports(module, imports).code
+        assert added != text and added == _libcst_adds(module, imports), text
+
+
+def test_a_round_rebuilds_only_the_statements_its_fixes_touch():
+    """The rewrite enters only the subtrees that hold a fixed node: every other statement comes
+    back as the same object, and the fixed ones are rewritten wherever they are nested."""
+    text = "a = f(1)\n\n\ndef h():\n    for i in range(3):\n        b = [f(i), 2]\n    return 3\n\n\nc = 4\n"
+    analysis = fixing.analyze_text(text, "x.py", [_Overlaps], Settings())
+    assert analysis.ctx is not None
+    module, applied = fixing.apply_round(analysis.ctx.module, analysis.ctx, analysis.findings)
+    assert len(applied) == 2
+    assert module.code == text.replace("f(", "g(")
+    old, new = analysis.ctx.module.body, module.body
+    assert new[2] is old[2]  # `c = 4`: untouched, not rebuilt
+    loop = new[1].body.body[0]  # type: ignore[attr-defined]
+    assert new[1].body.body[1] is old[1].body.body[1]  # `return 3`
+    assert loop is not old[1].body.body[0]  # type: ignore[attr-defined]

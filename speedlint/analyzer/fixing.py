@@ -11,15 +11,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple, Type
+from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Type, Union
 
 import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
+from libcst.helpers import get_full_name_for_node
 
 from speedlint.analyzer.config import Settings
-from speedlint.analyzer.engine import analyze_text
-from speedlint.analyzer.findings import FixOutcome, allowed, unsafe_left
+from speedlint.analyzer.context import FileContext
+from speedlint.analyzer.engine import analyze_text, parse_valid_module
+from speedlint.analyzer.findings import FixOutcome, ImportSpec, allowed, unsafe_left
+from speedlint.analyzer.providers.walk import index_of
 from speedlint.analyzer.rule import Diagnostic, Finding, Rule
 from speedlint.analyzer.suppress import apply_suppressions
 
@@ -30,9 +33,17 @@ MAX_ROUNDS = 10
 
 
 class _Replacer(cst.CSTTransformer):
-    def __init__(self, mapping: Dict[cst.CSTNode, object]) -> None:
+    """Replaces the nodes of `mapping`, entering only the subtrees that hold one (`on_the_way`:
+    the ids of their ancestors). A subtree left alone is kept as it is, the same objects: LibCST
+    rebuilds every node it enters, which made this pass most of a fix round's time."""
+
+    def __init__(self, mapping: Dict[cst.CSTNode, object], on_the_way: Set[int]) -> None:
         super().__init__()
         self.mapping = mapping
+        self.on_the_way = on_the_way
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return id(node) in self.on_the_way
 
     def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def]
         if original_node in self.mapping:
@@ -40,7 +51,25 @@ class _Replacer(cst.CSTTransformer):
         return updated_node
 
 
-def _span(ctx, node) -> Tuple[Tuple[int, int], Tuple[int, int]]:  # type: ignore[no-untyped-def]
+def _ancestors(ctx: FileContext, targets: Iterable[cst.CSTNode]) -> Set[int]:
+    """The ids of the nodes of the file's tree above some node of `targets` (the root included),
+    found on the reading of the tree the rules used, when it is kept (`TorchFacts.tree`)."""
+    facts = ctx.torch_if_built
+    index = facts.tree if facts is not None and facts.tree.nodes[0] is ctx.module else index_of(ctx.module)
+    nodes, parents = index.nodes, index.parents
+    out: Set[int] = set()
+    for target in targets:
+        i = index.index(target)
+        if i is None:  # not in this tree (cannot happen for a rule's own nodes): enter everything
+            return {id(node) for node in nodes}
+        i = parents[i]
+        while i >= 0 and id(nodes[i]) not in out:
+            out.add(id(nodes[i]))
+            i = parents[i]
+    return out
+
+
+def _span(ctx: FileContext, node: cst.CSTNode) -> Tuple[Tuple[int, int], Tuple[int, int]]:
     pos = ctx.position(node)
     return (pos.start.line, pos.start.column), (pos.end.line, pos.end.column)
 
@@ -49,7 +78,7 @@ def _overlaps(a, b) -> bool:  # type: ignore[no-untyped-def]
     return a[0] < b[1] and b[0] < a[1]
 
 
-def apply_round(module: cst.Module, ctx, findings: Sequence[Finding]) -> Tuple[cst.Module, List[Finding]]:  # type: ignore[no-untyped-def]
+def apply_round(module: cst.Module, ctx: FileContext, findings: Sequence[Finding]) -> Tuple[cst.Module, List[Finding]]:
     """Apply the replacement fixes of `findings` that do not overlap; or else one codemod fix."""
     mapping: Dict[cst.CSTNode, object] = {}
     spans: List[Tuple[Tuple[int, int], Tuple[int, int]]] = []
@@ -69,7 +98,7 @@ def apply_round(module: cst.Module, ctx, findings: Sequence[Finding]) -> Tuple[c
         imports.extend(fix.imports)
         applied.append(finding)
     if applied:
-        new_module = module.visit(_Replacer(mapping))
+        new_module = module.visit(_Replacer(mapping, _ancestors(ctx, mapping)))
         return _add_imports(new_module, imports), applied
     # codemods one at a time, in catalogue order (AMP before accumulation), whatever line each
     # finding is anchored on
@@ -80,13 +109,53 @@ def apply_round(module: cst.Module, ctx, findings: Sequence[Finding]) -> Tuple[c
     return module, []
 
 
-def _add_imports(module: cst.Module, imports) -> cst.Module:  # type: ignore[no-untyped-def]
-    if not imports:
-        return module
+def _add_imports(module: cst.Module, imports: Sequence[ImportSpec]) -> cst.Module:
+    if not imports or all(_imported_at_top(module, spec) for spec in imports):
+        return module  # what `AddImportsVisitor` would give back, without its copy and walk of the tree
     context = CodemodContext()
     for spec in dict.fromkeys(imports):
         AddImportsVisitor.add_needed_import(context, spec.module, spec.obj)
     return AddImportsVisitor(context).transform_module(module)
+
+
+def _import_block(module: cst.Module) -> Iterator[Union[cst.Import, cst.ImportFrom]]:
+    """The imports `AddImportsVisitor` counts as already there: the one-import lines that open the
+    module, after its docstring or `__strict__` flag."""
+    body = module.body
+    start = 0
+    if body and isinstance(body[0], cst.SimpleStatementLine) and len(body[0].body) == 1:
+        first = body[0].body[0]
+        if isinstance(first, cst.Expr) and isinstance(first.value, cst.SimpleString):
+            start = 1
+        elif (
+            isinstance(first, cst.Assign) and len(first.targets) == 1
+            and isinstance(first.targets[0].target, cst.Name) and first.targets[0].target.value == "__strict__"
+        ):
+            start = 1
+    for statement in body[start:]:
+        if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
+            return
+        line = statement.body[0]
+        if not isinstance(line, (cst.Import, cst.ImportFrom)):
+            return
+        yield line
+
+
+def _imported_at_top(module: cst.Module, spec: ImportSpec) -> bool:
+    """Whether `spec` is imported, unaliased, in the module's opening import block (then
+    `AddImportsVisitor` leaves the module as it is; anything less certain answers False)."""
+    for line in _import_block(module):
+        if isinstance(line, cst.Import):
+            if spec.obj is None and any(a.asname is None and a.evaluated_name == spec.module for a in line.names):
+                return True
+        elif spec.obj is not None and not line.relative and line.module is not None:
+            if get_full_name_for_node(line.module) != spec.module:
+                continue
+            if isinstance(line.names, cst.ImportStar):
+                return True
+            if any(a.asname is None and a.evaluated_name == spec.obj for a in line.names):
+                return True
+    return False
 
 
 def compiles(text: str, path: str) -> bool:
@@ -168,9 +237,11 @@ def fix_text(
         findings = [f.portable() for f in findings]
         del todo, module, analysis
         try:
-            parsed = cst.parse_module(new_text)
             if compiles(text, path):
                 compile(new_text, path, "exec", dont_inherit=True)
+                parsed = parse_valid_module(new_text)  # valid Python: LibCST's checks are spared
+            else:
+                parsed = cst.parse_module(new_text)
         except Exception as exc:
             codes = ", ".join(sorted({f.code for f in applied}))
             outcome.diagnostics.append(
