@@ -98,7 +98,12 @@ def compact(summary: Dict[str, Any], shared: Optional[Dict[Any, Any]] = None) ->
                 return got, True
         return out, False
 
-    return {k: go(v)[0] for k, v in summary.items()}
+    try:
+        return {k: go(v)[0] for k, v in summary.items()}
+    finally:
+        # `go` refers to itself through its closure: a cycle that would keep `memo` (tens of MiB
+        # for a batch of files) until the cyclic collector runs, which rests while summarising
+        del go
 
 
 def _typed_calls(summary: Dict[str, Any]) -> None:
