@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import os
 import posixpath
-from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
+from types import MappingProxyType
+from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple
 
 from speedlint.analyzer.configs.candidates import candidate_files
 from speedlint.analyzer.configs.sources import Layer, compose, load
@@ -33,6 +34,8 @@ from speedlint.analyzer.program.seeds import FileSeeds
 #: (source id, key path, overlay)
 Ref = Tuple[int, Tuple[Any, ...], bool]
 _MAX_REFS = 8
+_NO_REFS: FrozenSet[Ref] = frozenset()
+_NO_PARAMS: Mapping[str, Set[Ref]] = MappingProxyType({})
 _ROUNDS = 6
 
 
@@ -45,9 +48,11 @@ class ConfigFlow:
         self._source_ids: Dict[Tuple[Layer, ...], int] = {}
         self.problems: Dict[int, List[Tuple[str, int, str]]] = {}  # module -> (config path or "", line, message)
         p = self.p
-        n = len(p.functions)
-        self.params: List[Dict[str, Set[Ref]]] = [dict() for _ in range(n)]
-        self.returns: List[Set[Ref]] = [set() for _ in range(n)]
+        # function id -> parameter -> refs, and -> the refs it returns: only the functions that
+        # have some (an empty set or dict for each of the 40,000 functions of a large program
+        # weighed 12 MiB at the link's peak)
+        self.params: Dict[int, Dict[str, Set[Ref]]] = {}
+        self.returns: Dict[int, Set[Ref]] = {}
         self.attrs: Dict[int, Dict[str, Set[Ref]]] = {}  # class id -> attribute -> refs
         self.globals: List[Dict[str, Set[Ref]]] = [dict() for _ in p.modules]
         self.envs: Dict[Tuple[int, Optional[int]], Dict[str, Set[Ref]]] = {}
@@ -235,7 +240,7 @@ class ConfigFlow:
         env: Dict[str, Set[Ref]] = {}
         if fid is not None:
             self._note_read("p", fid)
-            for name, refs in self.params[fid].items():
+            for name, refs in self.params.get(fid, _NO_PARAMS).items():
                 env[name] = set(refs)
         for name, refs in self._own_roots(mid, fid):
             if name != "<return>":
@@ -320,7 +325,7 @@ class ConfigFlow:
             out = set()
             for callee in self._callees(mid, fid, func):
                 self._note_read("r", callee)
-                out |= self.returns[callee]
+                out |= self.returns.get(callee, _NO_REFS)
             return out
         return set()
 
@@ -373,8 +378,8 @@ class ConfigFlow:
                 for name, refs in self._own_roots(mid, fid):
                     if name == "<return>":
                         ret |= refs
-                if not ret <= self.returns[fid]:
-                    self.returns[fid] |= ret
+                if not ret <= self.returns.get(fid, _NO_REFS):
+                    self.returns.setdefault(fid, set()).update(ret)
                     self._grew("r", fid)
                     changed = True
                 cid = p.fn_class[fid]
@@ -419,7 +424,7 @@ class ConfigFlow:
 
     def _may_matter(self, mid: int, fid: int) -> bool:
         """Skip functions that neither receive, make nor read a config (most of a large program)."""
-        return bool(self.params[fid]) or bool(self.facts[mid]) or self._shared or any(self.returns[c] for _, c in self.p.edges[fid])
+        return bool(self.params.get(fid)) or bool(self.facts[mid]) or self._shared or any(self.returns.get(c) for _, c in self.p.edges[fid])
 
     def _calls(self, mid: int, fid: Optional[int], env: Dict[str, Set[Ref]]) -> bool:
         """Pass the refs of call arguments on to the callees' parameters."""
@@ -437,7 +442,7 @@ class ConfigFlow:
                 refs = self.eval(mid, fid, arg, env)
                 if not refs:
                     continue
-                got = self.params[callee].setdefault(name, set())
+                got = self.params.setdefault(callee, {}).setdefault(name, set())
                 if len(got) >= _MAX_REFS or refs <= got:
                     continue
                 got |= refs

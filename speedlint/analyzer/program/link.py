@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import itertools
 import os
-from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
+from types import MappingProxyType
+from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from speedlint.analyzer.program.schema import C_ARGS, C_FLAGS, C_FUNC, C_KWS, WITH_ITEM
 from speedlint.analyzer.program.plugins import plugin_modules
@@ -26,6 +27,10 @@ from speedlint.analyzer.vocabulary import LOADER_NAMES
 #: Containers whose calls give back what they hold (`nn.ModuleList([Block(), ...])`).
 _CONTAINERS = frozenset({"ModuleList", "Sequential", "ModuleDict", "ParameterList", "list", "tuple", "dict", "set", "sorted", "reversed", "iter", "enumerate", "zip", "tqdm", "cycle", "chain"})
 _NOTHING: FrozenSet[str] = frozenset()  # the type of most names and attributes of a big program
+#: The parameter types of a function given none, and the callers of one nothing calls (shared).
+_NO_TYPES: Mapping[str, Set[str]] = MappingProxyType({})
+_NO_CALLERS: Tuple[Tuple[int, int], ...] = ()
+
 #: Base classes (last dotted part) that make a class a torch module.
 _MODULE_BASES = frozenset({"Module", "Sequential", "ModuleList", "ModuleDict", "LightningModule", "MessagePassing"})
 #: `nn.Module` methods that return the module itself.
@@ -152,7 +157,8 @@ class Program:
         for cid in range(len(self.classes)):
             for anc in self.mro(cid)[1:]:
                 self.subclasses.setdefault(anc, set()).add(cid)
-        self.param_types: List[Dict[str, Set[str]]] = [dict() for _ in range(n)]
+        # function id -> parameter -> the types it may hold: only the functions given some
+        self.param_types: Dict[int, Dict[str, Set[str]]] = {}
         #: fid -> parameter -> the types of each position of the literal sequence every call gives
         #: it (None: some call gives something else)
         self.param_elems: Dict[int, Dict[str, Optional[List[Set[str]]]]] = {}
@@ -427,10 +433,14 @@ class Program:
         self._fixed_symbols, self._fixed_attrs = {}, {}  # (memory: now they change nothing)
         self._outer_memo.clear()
         self._sets.clear()
-        self.callers: List[List[Tuple[int, int]]] = [[] for _ in self.functions]
+        # (one empty tuple for every function nothing calls: most of a large program's)
+        callers: List[List[Tuple[int, int]]] = [_NO_CALLERS] * len(self.functions)  # type: ignore[list-item]
         for fid, edges in enumerate(self.edges):
             for call_index, callee in edges:
-                self.callers[callee].append((fid, call_index))
+                if callers[callee] is _NO_CALLERS:
+                    callers[callee] = []
+                callers[callee].append((fid, call_index))
+        self.callers: Sequence[Sequence[Tuple[int, int]]] = callers
 
     def _inputs_unchanged(self, fid: int) -> bool:
         """Whether every input of the latest visit of `fid` (the types it read: its parameters',
@@ -465,7 +475,7 @@ class Program:
         """What the input `kind` `a` `b` of a visit of `fid` is now (`_reads`). (The kinds most
         read come first.)"""
         if kind == "m":  # a parameter may be many things already
-            got = self.param_types[a].get(b)
+            got = self.param_types.get(a, _NO_TYPES).get(b)
             return got is not None and len(got) > MAX_TYPES
         if kind == "x":  # some call does not give a parameter a literal sequence
             known = self.param_elems.get(a, {})
@@ -498,7 +508,7 @@ class Program:
         if fid is not None:
             if self._reads is not None:
                 self._reads.setdefault(("p", None, None), self._param_version[fid])
-            for p, t in self.param_types[fid].items():
+            for p, t in self.param_types.get(fid, _NO_TYPES).items():
                 env[p] = set(t)
             cid = self.fn_class[fid]
             if cid is not None and fn["params"] and not fn.get("static"):
@@ -801,7 +811,7 @@ class Program:
                 edges.append((i, callee))
                 params = self.functions[callee][1]["params"]
                 used = self._used_names(callee)
-                ptypes = self.param_types[callee]
+                ptypes = self.param_types.get(callee, _NO_TYPES)
                 pairs = [(params[k + skip], a) for k, a in enumerate(call[C_ARGS]) if k + skip < len(params)]
                 pairs += [(kw, a) for kw, a in call[C_KWS].items() if kw in params]
                 for name, a in pairs:
@@ -814,7 +824,11 @@ class Program:
                     new = self.eval(mid, fid, a, env)
                     got = ptypes.get(name)
                     if new and (got is None or not new <= got):
-                        ptypes.setdefault(name, set()).update(new)
+                        mine = self.param_types.get(callee)
+                        if mine is None:
+                            mine = self.param_types[callee] = {}
+                        ptypes = mine
+                        mine.setdefault(name, set()).update(new)
                         self._param_version[callee] += 1
                         changed = True
         self.edges[fid] = edges
