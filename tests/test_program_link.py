@@ -133,3 +133,65 @@ def test_rounds_visiting_only_changed_inputs_give_what_visiting_every_function_g
     assert every.ret_types[names["level2"]] == {f"I:{every.modules[0].cids['Net']}"}
     assert every.visits == Program.ROUNDS * len(every.functions)
     assert work_list.visits < every.visits
+
+
+NESTED = '''
+class Net:
+    def forward(self, x):
+        return x
+
+
+def one_epoch(loader):
+    return loader
+
+
+def main():
+    def one_epoch(loader):
+        def step(batch):
+            return Net()
+
+        return step(loader)
+
+    class Local:
+        def run(self):
+            return one_epoch(1)
+
+    def later():
+        return one_epoch(2)
+
+    return one_epoch(0), later(), Local().run()
+
+
+def plain():
+    return one_epoch(3)
+'''
+
+
+class _NoShortcut(Program):
+    """`_nested_def` as it was: every (function, name) looked up and memoised."""
+
+    def __init__(self, files):  # type: ignore[no-untyped-def]
+        super().__init__(files)
+
+    @property
+    def _encloses(self):  # type: ignore[no-untyped-def]
+        return range(len(self.functions))
+
+    @_encloses.setter
+    def _encloses(self, value):  # type: ignore[no-untyped-def]
+        pass
+
+
+def test_nested_defs_are_looked_up_only_where_some_can_be(tmp_path):
+    """A name read in a function with no def inside it (nor around it) calls no nested def: no
+    memo entry is made for it, and the types are those of looking every name up."""
+    files = [(str(tmp_path / "train.py"), "train.py", summarize(NESTED))]
+    fast, slow = Program(files), _NoShortcut(files)
+    assert _state(fast) == _state(slow)
+    names = {fn["q"]: fid for fid, (_, fn) in enumerate(fast.functions)}
+    net = {f"I:{fast.modules[0].cids['Net']}"}
+    assert fast.ret_types[names["main.one_epoch"]] == net  # through `step`, nested in a nested def
+    assert fast.ret_types[names["main.later"]] == net  # a def beside it, in the function around it
+    assert not fast.ret_types[names["plain"]]  # the module's `one_epoch`, not main's
+    assert {fid for fid, _ in fast._nested_memo} <= {names[q] for q in ("main", "main.one_epoch", "main.one_epoch.step", "main.later", "main.Local.run")}
+    assert any(fid == names["plain"] for fid, _ in slow._nested_memo)

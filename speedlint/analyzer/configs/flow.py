@@ -53,7 +53,8 @@ class ConfigFlow:
         # weighed 12 MiB at the link's peak)
         self.params: Dict[int, Dict[str, Set[Ref]]] = {}
         self.returns: Dict[int, Set[Ref]] = {}
-        self.attrs: Dict[int, Dict[str, Set[Ref]]] = {}  # class id -> attribute -> refs
+        self.attrs: Dict[int, Dict[str, Set[Ref]]] = {}  # class id -> attribute -> refs (only those with some)
+        self._attrs_written = False  # some visited method writes a `self` attribute
         self.globals: List[Dict[str, Set[Ref]]] = [dict() for _ in p.modules]
         self.envs: Dict[Tuple[int, Optional[int]], Dict[str, Set[Ref]]] = {}
         self.facts = [m.summary.get("configs") or {} for m in p.modules]
@@ -363,7 +364,7 @@ class ConfigFlow:
                 changed |= self._calls(m.id, None, env)
                 self._visit_reads[("m", m.id)], self._reading = self._reading, None
             # module globals and `self` attributes holding a config reach functions of any module
-            self._shared = any(self.globals) or any(self.attrs.values())
+            self._shared = any(self.globals) or self._attrs_written
             for fid, (mid, fn) in enumerate(p.functions):
                 if not self._may_matter(mid, fid) or self._unchanged(("f", fid)):
                     # (unchanged: a visit would compute the environment it computed last time, and
@@ -385,19 +386,15 @@ class ConfigFlow:
                 cid = p.fn_class[fid]
                 if cid is not None:
                     for attr, values in fn["attrs"].items():
-                        got = self.attrs.setdefault(cid, {}).setdefault(attr, set())
+                        self._attrs_written = True
                         for v in values:
                             new = self.eval(mid, fid, v, env)
-                            if not new <= got:
-                                got |= new
-                                self._grew("a", cid)
+                            if new and self._add_to_attr(cid, attr, new):
                                 changed = True
                     for name, refs in self._own_roots(mid, fid):
                         if name.startswith("self."):
-                            got = self.attrs.setdefault(cid, {}).setdefault(name[5:], set())
-                            if not refs <= got:
-                                got |= refs
-                                self._grew("a", cid)
+                            self._attrs_written = True
+                            if refs and self._add_to_attr(cid, name[5:], refs):
                                 changed = True
                 changed |= self._calls(mid, fid, env)
                 # (a read is noted with the count it had then: one the visit itself grew after
@@ -421,6 +418,15 @@ class ConfigFlow:
         """Whether nothing the latest visit of a function or module read has grown since."""
         reads = self._visit_reads.get(visit)
         return reads is not None and all(self._grown.get(key, 0) == n for key, n in reads.items())
+
+    def _add_to_attr(self, cid: int, attr: str, refs: Set[Ref]) -> bool:
+        """Add `refs` to what `self.<attr>` of class `cid` may hold; whether that grew."""
+        got = self.attrs.setdefault(cid, {}).setdefault(attr, set())
+        if refs <= got:
+            return False
+        got |= refs
+        self._grew("a", cid)
+        return True
 
     def _may_matter(self, mid: int, fid: int) -> bool:
         """Skip functions that neither receive, make nor read a config (most of a large program)."""

@@ -145,6 +145,11 @@ class Program:
         self._method_memo: Dict[Tuple[int, str, bool], Optional[int]] = {}
         self._attr_memo: Dict[Tuple[str, str], FrozenSet[str]] = {}
         self._nested_memo: Dict[Tuple[int, str], FrozenSet[str]] = {}  # (function, name) -> a def inside
+        #: functions that may hold a nested def (some function's qualified name extends theirs by
+        #: one part): for the others, and no function around them, `_nested_def` has nothing
+        self._encloses: Set[int] = {
+            fid for m in self.modules for q in m.fids_by_q for fid in m.fids_by_q.get(q.rpartition(".")[0], ())
+        }
         #: (module id, name, level) of a relative import, (folder, root, name) of an absolute one
         self._module_memo: Dict[Tuple[Any, str, Any], Optional[int]] = {}
         self._module_class_memo: Dict[int, bool] = {}
@@ -675,6 +680,8 @@ class Program:
     def _nested_def(self, mid: int, fid: int, name: str) -> Set[str]:
         """A function defined inside `fid` or one of the functions around it (`def main(): def
         one_epoch(loader): ...; one_epoch(train_loader)`): what the name calls."""
+        if fid not in self._encloses and self.functions[fid][1].get("outer") is None:
+            return _NOTHING  # type: ignore[return-value]  # (most functions: no memo entry per name they read)
         key = (fid, name)
         got = self._nested_memo.get(key)
         if got is None:
