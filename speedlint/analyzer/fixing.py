@@ -191,6 +191,7 @@ def fix_text(
     current = text
     failed_fixers: Set[int] = set()
     tree: Optional[cst.Module] = None  # the parse of `current`, when the last round made it
+    text_compiles: Optional[bool] = None  # whether `text` compiles (a fix must keep it so), once asked
     for _ in range(MAX_ROUNDS):
         analysis = analyze_text(current, path, rules, settings, seeds=seeds, enabled=enabled if current is text else None, module=tree)
         tree = None
@@ -237,7 +238,9 @@ def fix_text(
         findings = [f.portable() for f in findings]
         del todo, module, analysis
         try:
-            if compiles(text, path):
+            if text_compiles is None:
+                text_compiles = compiles(text, path)  # (the user's text: compiled once, not every round)
+            if text_compiles:
                 compile(new_text, path, "exec", dont_inherit=True)
                 parsed = parse_valid_module(new_text)  # valid Python: LibCST's checks are spared
             else:
