@@ -36,6 +36,17 @@ def test_diff_by_default_writes_nothing_and_exits_one(cli, tmp_path):
     assert "SPD401" in res.stderr
 
 
+def test_the_compiler_s_warnings_about_the_user_s_code_are_not_printed(cli, tmp_path):
+    """`fix` compiles the text before and after each round (a fix must not break it); Python's
+    warnings about the code (`x is not ""`) are not a linter's to print, least of all at the
+    lines of a text the user never sees."""
+    f = tmp_path / "train.py"
+    f.write_text(BAD.replace("        return i\n", '        if i is not "":\n            return i\n        return 0\n'))
+    res = cli("fix", f, cwd=tmp_path)
+    assert res.returncode == 1 and "-        gc.collect()" in res.stdout
+    assert "Warning" not in res.stderr, res.stderr
+
+
 def test_apply_writes_and_second_run_changes_nothing(cli, tmp_path):
     f = tmp_path / "train.py"
     f.write_text(BAD)

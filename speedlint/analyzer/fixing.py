@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Type, Union
 
 import libcst as cst
@@ -161,10 +162,18 @@ def _imported_at_top(module: cst.Module, spec: ImportSpec) -> bool:
 def compiles(text: str, path: str) -> bool:
     """Whether `text` compiles as Python (the guard every fix passes: it must not break the file)."""
     try:
-        compile(text, path, "exec", dont_inherit=True)
+        _compile(text, path)
     except Exception:
         return False
     return True
+
+
+def _compile(text: str, path: str) -> None:
+    """`compile` without the compiler's warnings about the code (`x is not ''`): they are the
+    user's to see when the code runs, not a linter's to print, once per fix round."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compile(text, path, "exec", dont_inherit=True)
 
 
 def _first_difference(a: str, b: str) -> int:
@@ -241,7 +250,7 @@ def fix_text(
             if text_compiles is None:
                 text_compiles = compiles(text, path)  # (the user's text: compiled once, not every round)
             if text_compiles:
-                compile(new_text, path, "exec", dont_inherit=True)
+                _compile(new_text, path)
                 parsed = parse_valid_module(new_text)  # valid Python: LibCST's checks are spared
             else:
                 parsed = cst.parse_module(new_text)
