@@ -95,9 +95,9 @@ def fix_one(text: str, shown: str, settings: Settings, seeds: Optional[FileSeeds
         f for f in apply_suppressions(analysis.findings, text, settings, shown)
         if f.line == line and f.column == column and allowed(f.fix, True) and not f.fix.config_edits  # type: ignore[union-attr]
     ]
-    if not found:
+    if not found or analysis.ctx is None:
         return None
-    module, applied = apply_round(analysis.ctx.module, analysis.ctx, found[:1])  # type: ignore[union-attr]
+    module, applied = apply_round(analysis.ctx.module, analysis.ctx, found[:1])
     new = module.code
     if not applied or new == text or (compiles(text, shown) and not compiles(new, shown)):
         return None
