@@ -103,7 +103,7 @@ def compact(summary: Dict[str, Any], shared: Optional[Dict[Any, Any]] = None) ->
     finally:
         # `go` refers to itself through its closure: a cycle that would keep `memo` (tens of MiB
         # for a batch of files) until the cyclic collector runs, which rests while summarising
-        del go
+        go = None  # type: ignore[assignment]
 
 
 def _typed_calls(summary: Dict[str, Any]) -> None:
