@@ -146,7 +146,8 @@ class Program:
         self._attr_memo: Dict[Tuple[str, str], FrozenSet[str]] = {}
         self._nested_memo: Dict[Tuple[int, str], FrozenSet[str]] = {}  # (function, name) -> a def inside
         #: functions that may hold a nested def (some function's qualified name extends theirs by
-        #: one part): for the others, and no function around them, `_nested_def` has nothing
+        #: one part): `eval` asks `_nested_def` only in these and in nested functions (in the
+        #: others it has nothing: no memo entry for each name they read)
         self._encloses: Set[int] = {
             fid for m in self.modules for q in m.fids_by_q for fid in m.fids_by_q.get(q.rpartition(".")[0], ())
         }
@@ -585,14 +586,15 @@ class Program:
                         ofn = self.functions[ofid][1]
                         if name in ofn["assign"]:
                             return self._outer_name(ofid, name)
-                # (the memos read in place: the same values `_nested_def` and `symbol` give; they
-                # hold read-only sets, as those give them)
-                nested_memo: Dict[Any, Any] = self._nested_memo
-                nested = nested_memo.get((fid, name))
-                if nested is None:
-                    nested = self._nested_def(mid, fid, name)
-                if nested:
-                    return nested
+                if outer is not None or fid in self._encloses:  # (else no def inside it or around it)
+                    # (the memos read in place: the same values `_nested_def` and `symbol` give;
+                    # they hold read-only sets, as those give them)
+                    nested_memo: Dict[Any, Any] = self._nested_memo
+                    nested = nested_memo.get((fid, name))
+                    if nested is None:
+                        nested = self._nested_def(mid, fid, name)
+                    if nested:
+                        return nested
             # A name no round can change is no input of the visit (`_inputs_unchanged` would
             # find it the same, and fill no memo: it is kept from round to round).
             at = (mid, name)
@@ -680,8 +682,6 @@ class Program:
     def _nested_def(self, mid: int, fid: int, name: str) -> Set[str]:
         """A function defined inside `fid` or one of the functions around it (`def main(): def
         one_epoch(loader): ...; one_epoch(train_loader)`): what the name calls."""
-        if fid not in self._encloses and self.functions[fid][1].get("outer") is None:
-            return _NOTHING  # type: ignore[return-value]  # (most functions: no memo entry per name they read)
         key = (fid, name)
         got = self._nested_memo.get(key)
         if got is None:
