@@ -11,9 +11,7 @@
 
 from __future__ import annotations
 
-import ast
 import time
-import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Type
 
@@ -26,6 +24,7 @@ from speedlint.analyzer.providers.walk import indexed, visitor_methods
 from speedlint.analyzer.providers.walk import visit_batched as fast_visit_batched
 from speedlint.analyzer.findings import FileResult, Profile  # noqa: F401 - re-exported
 from speedlint.analyzer.prelook import AstFacts
+from speedlint.analyzer.pyparse import AST_ERRORS, parse_quietly
 from speedlint.analyzer.providers.places import place_of, says_where, stated_when
 from speedlint.analyzer.rule import Diagnostic, Edit, Finding, Rule
 from speedlint.analyzer.sources import Source
@@ -45,7 +44,6 @@ class Analysis:
     diagnostics: List[Diagnostic] = field(default_factory=list)
 
 
-_AST_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
 
 
 def summarize_and_prelook(
@@ -55,10 +53,8 @@ def summarize_and_prelook(
     the text pre-filter and the pre-look (None: they cannot be decided without LibCST).
     `shared`: see `program.summary.compact`."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = compile(text, "<speedlint>", "exec", ast.PyCF_ONLY_AST)
-    except _AST_ERRORS:
+        tree = parse_quietly(text)
+    except AST_ERRORS:
         return None, None  # LibCST decides (and reports the syntax error)
     summary = summarize(text, tree, shared)
     enabled = [r for r in rules if r.can_fire_on(text)]
@@ -75,7 +71,7 @@ def ast_prelook(text: str, rules: Sequence[Type[Rule]]) -> List[Type[Rule]]:
 def _prelook(facts: AstFacts, rules: Sequence[Type[Rule]]) -> List[Type[Rule]]:
     try:  # the text is parsed on first need only: text checks may answer first
         return [r for r in rules if r.ast_precondition(facts)]  # type: ignore[attr-defined]
-    except _AST_ERRORS:
+    except AST_ERRORS:
         return list(rules)  # `ast` cannot parse it: LibCST decides (and reports the error)
     finally:
         facts.release_tree()
@@ -87,10 +83,8 @@ def _is_valid_python(facts: AstFacts) -> bool:
     if facts.scanned or facts.known_valid:
         return True
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            compile(facts.text, "<speedlint>", "exec", ast.PyCF_ONLY_AST)
-    except _AST_ERRORS:
+        parse_quietly(facts.text)
+    except AST_ERRORS:
         return False
     return True
 

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Type, Union
 
 import libcst as cst
@@ -24,6 +23,7 @@ from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.engine import analyze_text, parse_valid_module
 from speedlint.analyzer.findings import FixOutcome, ImportSpec, allowed, unsafe_left
 from speedlint.analyzer.providers.walk import index_of
+from speedlint.analyzer.pyparse import compile_quietly
 from speedlint.analyzer.rule import Diagnostic, Finding, Rule
 from speedlint.analyzer.suppress import apply_suppressions
 
@@ -162,18 +162,10 @@ def _imported_at_top(module: cst.Module, spec: ImportSpec) -> bool:
 def compiles(text: str, path: str) -> bool:
     """Whether `text` compiles as Python (the guard every fix passes: it must not break the file)."""
     try:
-        _compile(text, path)
+        compile_quietly(text, path)
     except Exception:
         return False
     return True
-
-
-def _compile(text: str, path: str) -> None:
-    """`compile` without the compiler's warnings about the code (`x is not ''`): they are the
-    user's to see when the code runs, not a linter's to print, once per fix round."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        compile(text, path, "exec", dont_inherit=True)
 
 
 def _first_difference(a: str, b: str) -> int:
@@ -250,7 +242,7 @@ def fix_text(
             if text_compiles is None:
                 text_compiles = compiles(text, path)  # (the user's text: compiled once, not every round)
             if text_compiles:
-                _compile(new_text, path)
+                compile_quietly(new_text, path)
                 parsed = parse_valid_module(new_text)  # valid Python: LibCST's checks are spared
             else:
                 parsed = cst.parse_module(new_text)

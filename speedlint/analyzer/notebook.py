@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Ty
 
 from speedlint.analyzer.findings import Diagnostic, Finding
 from speedlint.analyzer.program.seeds import Hop
+from speedlint.analyzer.pyparse import AST_ERRORS, parse_quietly
 from speedlint.analyzer.sources import SourceError, decode
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -254,13 +255,9 @@ def _classify(cell: Cell) -> None:
 
 
 def _check_syntax(cell: Cell) -> None:
-    import warnings
-
     code = cell.code
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            compile(code, f"<cell {cell.number}>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        parse_quietly(code, f"<cell {cell.number}>")
     except SyntaxError as exc:
         where = f"{exc.lineno}:{(exc.offset or 1)}" if exc.lineno else "?"
         cell.python = False
@@ -645,16 +642,16 @@ def _import_key(line: str) -> Optional[frozenset]:  # type: ignore[type-arg]
     if not line.startswith(("import ", "from ")):
         return None
     try:
-        tree = ast.parse(line)
-    except (SyntaxError, ValueError):
+        tree = parse_quietly(line)
+    except AST_ERRORS:
         return None
     return _import_keys(tree.body[0]) if len(tree.body) == 1 else None
 
 
 def _top_level_imports(cell: Cell) -> frozenset:  # type: ignore[type-arg]
     try:
-        tree = ast.parse(cell.code)
-    except (SyntaxError, ValueError):
+        tree = parse_quietly(cell.code)
+    except AST_ERRORS:
         return frozenset()
     return frozenset(key for node in tree.body for key in (_import_keys(node) or ()))
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ast
 import re
-import warnings
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import islice
@@ -28,6 +27,7 @@ from speedlint.analyzer.ast_fields import FIELDS, LEAVES
 from speedlint.analyzer.ast_fields import child_fields as fields_of
 from speedlint.analyzer.frameworks.hooks import BATCH_HOOKS, HOOK_CLASSES
 from speedlint.analyzer.prelook_batch import batch_loop_candidates
+from speedlint.analyzer.pyparse import parse_quietly
 from speedlint.analyzer.textscan import FIRST_ARG_GROWERS, has_word, has_word_then, may_grow, may_use_gpu, word_ends
 from speedlint.analyzer.vocabulary import EVAL_NAME, INFERENCE_VERB
 from speedlint.analyzer.vocabulary import GRAD_OFF_NAMES as _GRAD_OFF
@@ -513,9 +513,7 @@ class AstFacts:
         if facts is None:
             tree = self._tree
             if tree is None:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")  # invalid escape sequences etc.: LibCST's business
-                    tree = ast.parse(self.text)
+                tree = parse_quietly(self.text)
             self._tree = tree  # kept for the questions one walk does not answer (`release_tree`)
             facts = self._facts = _Walk().run(tree)
         return facts
@@ -529,9 +527,7 @@ class AstFacts:
         self.tree  # parsed (or given) on first need
         tree = self._tree
         if tree is None:  # asked after `release_tree`
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                tree = ast.parse(self.text)
+            tree = parse_quietly(self.text)
         return batch_loop_candidates(tree, self.text if self._text_checks else None)
 
     def may_loop_over_batch(self, everywhere: bool) -> bool:

@@ -19,9 +19,10 @@ go into the seeds of the file that declares the option or loads the config
 from __future__ import annotations
 
 import ast
-from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from speedlint.analyzer.configs.summary import walk
+from speedlint.analyzer.pyparse import AST_ERRORS, parse_quietly
 
 #: Setting names that only change speed (precision, accumulation, loading, compilation).
 PRECISION = frozenset({
@@ -214,13 +215,9 @@ def unused_options_alone(text: str) -> List[List[Any]]:
     """The unused options of a file checked without the program phase (stdin, an editor
     buffer): the file is the whole program; a namespace passed to anything imported may be
     read there (silent)."""
-    import warnings
-
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        tree = parse_quietly(text)
+    except AST_ERRORS:
         return []
     f = settings_summary(tree, text) or {}
     if not f.get("options") or f.get("whole"):

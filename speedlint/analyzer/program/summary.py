@@ -26,6 +26,7 @@ from speedlint.analyzer.program.schema import (
     C_FLAGS, C_FUNC, C_KWS, C_LINE, CACHE_FILL, CONDITIONAL, EVAL_ONLY, GRAD_OFF, GUARDED, HANDLER, INT, ONE_ITERATION, PROPERTY, SPLAT,
     SUMMARY_FORMAT, TRAIN_ONLY, WITH_ITEM,
 )
+from speedlint.analyzer.pyparse import AST_ERRORS, parse_quietly
 from speedlint.analyzer.textscan import says_grad_off
 from speedlint.analyzer.vocabulary import COUNTER_NAME, SCHEDULER_HINT
 from speedlint.analyzer.vocabulary import DTYPES as _DTYPE_NAMES
@@ -933,14 +934,10 @@ class _Summarizer:
 def summarize(text: str, tree: Optional[ast.Module] = None, shared: Optional[Dict[Any, Any]] = None) -> Optional[Dict[str, Any]]:
     """The summary of one file's text (None when `ast` cannot parse it); `tree`: its `ast`, when
     already parsed."""
-    import warnings
-
     if tree is None:
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                tree = ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+            tree = parse_quietly(text)
+        except AST_ERRORS:
             return None
     try:
         summary = _Summarizer(tree).run()

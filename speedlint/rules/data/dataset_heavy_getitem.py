@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 import libcst as cst
@@ -14,6 +13,7 @@ from speedlint.analyzer.providers.loaders import target_names
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, LOW, MEDIUM, Fix, Impact, Rule, Status
 from speedlint.analyzer.providers import walk
+from speedlint.analyzer.pyparse import AST_ERRORS, parse_quietly
 
 #: Parsing a file format, building a structure or extracting features: the same result every
 #: epoch. Qualified-name prefixes (a call of anything under them).
@@ -441,8 +441,8 @@ class DatasetHeavyGetitem(Rule):
     def _fills_cache_file(self, call: cst.Call) -> bool:
         if self._fill_lines is None:
             try:
-                self._fill_lines = cache_fill_lines(ast.parse(self.ctx.source))
-            except (SyntaxError, ValueError, RecursionError):
+                self._fill_lines = cache_fill_lines(parse_quietly(self.ctx.source))
+            except AST_ERRORS:
                 self._fill_lines = set()
         return self.ctx.position(call).start.line in self._fill_lines
 
