@@ -6,7 +6,8 @@ from __future__ import annotations
 import ast
 from typing import Dict, Tuple
 
-#: Values a walk never looks into.
+#: Values a walk never looks into: nothing to learn below them (a list's elements may be None or
+#: a str: `Dict.keys`, `Global.names`).
 LEAVES = frozenset({type(None), str, ast.Constant, ast.Load, ast.Store, ast.Del})
 #: `ast` class -> the fields that may hold child nodes (filled on first need: `child_fields`)
 FIELDS: Dict[type, Tuple[str, ...]] = {}

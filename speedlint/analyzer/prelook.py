@@ -55,8 +55,6 @@ _ALIAS = re.compile(r"(?:\s|\\)+as\b")
 _CALL = re.compile(r"(?:\s|\\|#[^\n]*\n)*\(")
 
 
-
-
 def _reads_whole(loop: ast.AST, name: str, meta_attrs: FrozenSet[str]) -> bool:
     """Whether the `ast` subtree `loop` uses the variable `name` whole: an argument of a call
     other than `len`, an operand, a subscripted value, a returned value, or the owner of an
@@ -175,7 +173,6 @@ _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _STMT_LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _SEQUENCES = (ast.List, ast.Tuple)
-#: nothing to learn below these (list elements may be None or str: `Dict.keys`, `Global.names`)
 
 
 class _Walk:

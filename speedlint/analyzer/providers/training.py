@@ -21,9 +21,8 @@ From that:
 
 from __future__ import annotations
 
-from bisect import bisect_left
-
 import re
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple, Union
 
