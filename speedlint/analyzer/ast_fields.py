@@ -1,21 +1,28 @@
-"""The fields of `ast` node classes that may hold child nodes, for the explicit-stack walks of
-the pre-look (`prelook._Walk`, `prelook_batch._Index`): several times faster than `ast.walk`."""
+"""The fields of `ast` node classes that a walk follows, for the explicit-stack walks of the
+pre-look (`prelook._Walk`, `prelook_batch._Index`) and the summaries' own walks: several times
+faster than `ast.walk`. Each walk has its `FieldTable`: the fields it skips differ."""
 
 from __future__ import annotations
 
 import ast
-from typing import Dict, Tuple
+from typing import Dict, FrozenSet, Optional, Tuple
+
+
+class FieldTable(Dict[type, Tuple[str, ...]]):
+    """`ast` class -> the fields of it a walk follows (all but `skip`), filled on first need:
+    `table[kind]`. `fixed`: classes whose fields are given (`()`: nothing below them is walked)."""
+
+    def __init__(self, skip: FrozenSet[str], fixed: Optional[Dict[type, Tuple[str, ...]]] = None) -> None:
+        super().__init__(fixed or {})
+        self.skip = skip
+
+    def __missing__(self, kind: type) -> Tuple[str, ...]:
+        got = self[kind] = tuple(f for f in getattr(kind, "_fields", ()) if f not in self.skip)
+        return got
+
 
 #: Values a walk never looks into: nothing to learn below them (a list's elements may be None or
 #: a str: `Dict.keys`, `Global.names`).
 LEAVES = frozenset({type(None), str, ast.Constant, ast.Load, ast.Store, ast.Del})
-#: `ast` class -> the fields that may hold child nodes (filled on first need: `child_fields`)
-FIELDS: Dict[type, Tuple[str, ...]] = {}
-
-
-def child_fields(kind: type) -> Tuple[str, ...]:
-    """The fields of `kind` that may hold child nodes (not its context or type comment)."""
-    got = FIELDS.get(kind)
-    if got is None:
-        got = FIELDS[kind] = tuple(f for f in kind._fields if f not in ("ctx", "type_comment"))  # type: ignore[attr-defined]
-    return got
+#: `ast` class -> the fields that may hold child nodes (not its context or type comment)
+FIELDS = FieldTable(frozenset({"ctx", "type_comment"}))

@@ -24,7 +24,6 @@ from itertools import islice
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple
 
 from speedlint.analyzer.ast_fields import FIELDS, LEAVES
-from speedlint.analyzer.ast_fields import child_fields as fields_of
 from speedlint.analyzer.frameworks.hooks import BATCH_HOOKS, HOOK_CLASSES
 from speedlint.analyzer.prelook_batch import batch_loop_candidates
 from speedlint.analyzer.pyparse import parse_quietly
@@ -268,8 +267,7 @@ class _Walk:
             elif kind is ast.ImportFrom and node.module:
                 for n in node.module.split("."):
                     names[n] = get(n, 0) + 1
-            fields = child_fields.get(kind) or fields_of(kind)
-            for f in fields:
+            for f in child_fields[kind]:
                 value = getattr(node, f, None)
                 if value.__class__ is list:
                     extend(value)

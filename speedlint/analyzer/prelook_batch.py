@@ -33,7 +33,7 @@ import ast
 from functools import cached_property
 from typing import Dict, Iterator, List, Optional, Set, Tuple, Union
 
-from speedlint.analyzer.ast_fields import LEAVES, child_fields
+from speedlint.analyzer.ast_fields import FIELDS, LEAVES
 from speedlint.analyzer.vocabulary import BATCH_SIZE_NAMES, LOSS_FUNCTION, SEQUENCE_ANNOTATION, TENSOR_ATTRS
 from speedlint.analyzer.vocabulary import dotted_name as _dotted
 
@@ -94,7 +94,7 @@ def _nodes(roots: List[ast.AST], prune: Tuple[type, ...] = ()) -> Iterator[ast.A
         if node.__class__ in leaves or node.__class__ in prune:
             continue
         yield node
-        for f in child_fields(node.__class__):
+        for f in FIELDS[node.__class__]:
             value = getattr(node, f, None)
             if value.__class__ is list:
                 extend(value)
@@ -176,7 +176,7 @@ class _Index:
                 binders.append(node)
             elif kind is ast.Import or kind is ast.ImportFrom or kind is ast.arg or kind is ast.ExceptHandler:
                 binders.append(node)
-            for f in child_fields(kind):
+            for f in FIELDS[kind]:
                 value = getattr(node, f, None)
                 if value.__class__ is list:
                     extend(value)

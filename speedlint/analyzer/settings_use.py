@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 from typing import Any, Dict, List, Optional, Set, Tuple
 
+from speedlint.analyzer.ast_fields import FieldTable
 from speedlint.analyzer.configs.summary import walk
 from speedlint.analyzer.pyparse import AST_ERRORS, parse_quietly
 
@@ -58,7 +59,7 @@ _UNREAD_FIELDS = frozenset({
     "conversion", "is_async", "kwd_attrs", "rest", "tag",
 })
 #: node class -> the fields the walk of `settings_summary` follows
-_WALKED: Dict[type, Tuple[str, ...]] = {}
+_WALKED = FieldTable(_UNREAD_FIELDS, {ast.Constant: ()})
 #: (the most frequent first: `any` stops at the first one found, and a text without one is scanned for each)
 _TEXT_HINTS = ("**", "amp", ".items(", "getattr(", "instantiate") + tuple(sorted(PERFORMANCE_SETTINGS - {"amp"})) + ("vars(", "__dict__", "setattr(")
 
@@ -150,10 +151,7 @@ def settings_summary(tree: ast.Module, text: str) -> Optional[Dict[str, Any]]:
                             namespaces.add(t.id)
         elif kind in _FUNCTIONS and node.args.kwarg is not None:
             kwarg_params.add(node.args.kwarg.arg)
-        fields = _WALKED.get(kind)
-        if fields is None:  # (the walk: `configs.summary.walk`, inlined, without the fields that hold no name)
-            fields = _WALKED[kind] = () if kind is ast.Constant else tuple(f for f in kind._fields if f not in _UNREAD_FIELDS)
-        for field in fields:
+        for field in _WALKED[kind]:  # (the walk: `configs.summary.walk`, inlined, without the fields that hold no name)
             value = getattr(node, field, None)
             if value.__class__ is list:
                 for child in value:

@@ -13,6 +13,7 @@ import ast
 import re
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
+from speedlint.analyzer.ast_fields import FieldTable
 from speedlint.analyzer.configs.summary import config_summary, walk
 from speedlint.analyzer.program.loader_summary import loader_summary
 from speedlint.analyzer.program.summary_guards import branches, interval_predicates, skips_rest
@@ -649,10 +650,7 @@ class _Summarizer:
             elif kind in _COMPREHENSIONS:  # (their own scope: a call in one sees its variables)
                 for gen in sub.generators:  # type: ignore[attr-defined]
                     self._bound(fn, gen.target, None)
-            fields = _EXPR_FIELDS.get(kind)
-            if fields is None:
-                fields = _expr_fields(kind)
-            for field in fields:
+            for field in _EXPR_FIELDS[kind]:
                 value = getattr(sub, field)
                 if value.__class__ is list:
                     for child in value:
@@ -1018,13 +1016,8 @@ _INERT = frozenset({
 })
 #: Fields that hold no node (names, numbers, flags) or no call (operators, contexts).
 _NO_CALL_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "kind", "conversion", "is_async", "type_comment"})
-#: node class -> the fields `_exprs` looks into (`_expr_fields`); none in a lambda or a constant.
-_EXPR_FIELDS: Dict[type, Tuple[str, ...]] = {ast.Lambda: (), ast.Constant: ()}
-
-
-def _expr_fields(kind: type) -> Tuple[str, ...]:
-    fields = _EXPR_FIELDS[kind] = tuple(f for f in getattr(kind, "_fields", ()) if f not in _NO_CALL_FIELDS)
-    return fields
+#: node class -> the fields `_exprs` looks into; none in a lambda or a constant.
+_EXPR_FIELDS = FieldTable(_NO_CALL_FIELDS, {ast.Lambda: (), ast.Constant: ()})
 
 
 def cache_fill_lines(tree: ast.AST) -> Set[int]:

@@ -13,7 +13,9 @@ opt-in gate.
 from __future__ import annotations
 
 import ast
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set
+
+from speedlint.analyzer.ast_fields import FieldTable
 
 #: (seeds and summary key)
 KEY = "amp_gates"
@@ -41,18 +43,14 @@ def _namespace_attr(test: Optional[ast.AST]) -> Optional[str]:
 #: Fields that hold no node, or only a context or an operator (no statement, no call below it).
 _LEAF_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "name", "asname", "module", "level", "kind", "type_comment", "conversion", "is_async"})
 #: node class -> the fields `_children` reads
-_CHILD_FIELDS: Dict[type, Tuple[str, ...]] = {ast.Constant: ()}
+_CHILD_FIELDS = FieldTable(_LEAF_FIELDS, {ast.Constant: ()})
 
 
 def _children(node: ast.AST) -> List[ast.AST]:
     """`ast.iter_child_nodes(node)` as a list, in its order, without the contexts and operators
     (nodes with nothing below them that `amp_gate_facts` looks for)."""
-    kind = node.__class__
-    fields = _CHILD_FIELDS.get(kind)
-    if fields is None:
-        fields = _CHILD_FIELDS[kind] = tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
     out: List[ast.AST] = []
-    for name in fields:
+    for name in _CHILD_FIELDS[node.__class__]:
         value = getattr(node, name, None)
         if value.__class__ is list:
             out += [c for c in value if isinstance(c, ast.AST)]
