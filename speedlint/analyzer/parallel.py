@@ -165,7 +165,7 @@ def _init_worker() -> None:
 @contextmanager
 def _fewer_collections() -> Iterator[None]:
     """The worker's thresholds of the cyclic collector (`_WORKER_GC`) for a while in this
-    process: parsing and linking allocate much and free it by reference counting."""
+    process: summarising allocates much and frees it by reference counting."""
     threshold = gc.get_threshold()
     gc.set_threshold(*_WORKER_GC)
     try:
@@ -441,8 +441,8 @@ def _summarize_and_link(
             if enabled is not None and codes is not None:
                 hints[index] = enabled
     t1 = time.perf_counter()
-    with _fewer_collections():  # the link allocates much and frees little
-        by_shown = link([(os.path.abspath(files[i][0]), files[i][1], s) for i, s in sorted(summaries.items())], config_files)
+    # (`link` rests the cyclic collector itself: it allocates much and frees it by reference counting)
+    by_shown = link([(os.path.abspath(files[i][0]), files[i][1], s) for i, s in sorted(summaries.items())], config_files)
     locate_chains(by_shown, {files[i][1]: s["cells"] for i, s in summaries.items() if "cells" in s})
     if cache is not None:
         cache.save_program(key, by_shown)
