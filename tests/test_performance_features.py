@@ -396,21 +396,19 @@ def test_giving_memory_back_works_without_malloc_trim(monkeypatch):  # type: ign
 def test_a_text_the_program_phase_parsed_is_not_parsed_again_for_validity(monkeypatch):
     """`analyze_text(valid=True)`: the program phase's `ast` parse of the same bytes says the text
     is valid Python, so LibCST parses it without its own validation and `ast` is not run again."""
-    import ast
-
     from speedlint.analyzer import engine
     from speedlint.analyzer.config import Settings
+    from speedlint.analyzer.pyparse import parse_quietly
     from speedlint.analyzer.registry import select_rules
 
     text = "import gc\nfrom torch.utils.data import Dataset\n\n\nclass D(Dataset):\n    def __getitem__(self, i):\n        gc.collect()\n        return i\n"
     parses = []
 
-    def spy(source, filename, mode, flags=0, *args, **kwargs):
-        if flags & ast.PyCF_ONLY_AST:
-            parses.append(filename)
-        return compile(source, filename, mode, flags, *args, **kwargs)
+    def spy(source, *args, **kwargs):  # (the engine's `ast` parse: `pyparse.parse_quietly`)
+        parses.append(source)
+        return parse_quietly(source, *args, **kwargs)
 
-    monkeypatch.setattr(engine, "compile", spy, raising=False)
+    monkeypatch.setattr(engine, "parse_quietly", spy)
     rules = select_rules(select=["SPD401"])
     again = engine.analyze_text(text, "d.py", rules, Settings(), prelook=False)
     assert parses and [f.code for f in again.findings] == ["SPD401"]
