@@ -8,7 +8,7 @@ import pickle
 import subprocess
 import sys
 from pathlib import Path
-from typing import List, Tuple
+from typing import Any, List, Tuple
 
 import pytest
 
@@ -383,6 +383,27 @@ def test_a_worker_gives_memory_back_after_each_big_file(monkeypatch):  # type: i
     out, _ = parallel._work(jobs, False, Work())
     assert [r[:2] for r in out] == [(i, f"result {i}") for i in range(5)]
     assert calls == [2, 4]  # right after the second and the fourth file
+
+
+def test_in_process_analysis_runs_with_a_workers_collector(monkeypatch):  # type: ignore[no-untyped-def]
+    """One worker (or a small tree): the files are analysed in this process with what a forked
+    worker has (`_init_worker`): what existed before is set aside from the collector and
+    collections are rarer. Afterwards the process's collector is as it was."""
+    import gc
+
+    seen: List[Any] = []
+
+    class Work(parallel.CheckWork):
+        def run(self, job, profile):  # type: ignore[no-untyped-def]
+            seen.append((gc.get_threshold(), gc.get_freeze_count() > 0))
+            return f"result {job.index}", None
+
+    before = gc.get_threshold(), gc.get_freeze_count()
+    jobs = [parallel.Job(i, f"f{i}.py", f"f{i}.py", Settings(), ("SPD201",), 10) for i in range(3)]
+    done = parallel.run_jobs(jobs, 1, None, Work())
+    assert {i: r for i, (r, _) in done.items()} == {i: f"result {i}" for i in range(3)}
+    assert seen == [(parallel._WORKER_GC, True)] * 3
+    assert (gc.get_threshold(), gc.get_freeze_count()) == before
 
 
 def test_giving_memory_back_works_without_malloc_trim(monkeypatch):  # type: ignore[no-untyped-def]
