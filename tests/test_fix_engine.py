@@ -252,21 +252,108 @@ def test_each_round_s_trees_are_freed_before_the_next_round(monkeypatch):  # typ
     assert all(isinstance(f.fix, FixSummary) for f in outcome.applied)
 
 
-def test_each_text_is_parsed_once(monkeypatch):  # type: ignore[no-untyped-def]
-    """A round's result is parsed to check it; the next round analyses that tree instead of
-    parsing the same text again."""
+def test_only_the_user_s_text_is_parsed(monkeypatch):  # type: ignore[no-untyped-def]
+    """A round's result is compiled to check it, and the next round analyses the tree the round
+    rewrote (its code is the new text): no round after the first parses."""
+    import speedlint.analyzer.fixing as fixing
+
     texts: list = []
-    real = cst.parse_module
+    analysed: list = []
+    real_parse, real_analyze = cst.parse_module, fixing.analyze_text
 
-    def spy(text, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def parse(text, *args, **kwargs):  # type: ignore[no-untyped-def]
         texts.append(text)
-        return real(text, *args, **kwargs)
+        return real_parse(text, *args, **kwargs)
 
-    monkeypatch.setattr(cst, "parse_module", spy)
+    def analyze(text, *args, **kwargs):  # type: ignore[no-untyped-def]
+        analysed.append(text)
+        return real_analyze(text, *args, **kwargs)
+
+    monkeypatch.setattr(cst, "parse_module", parse)
+    monkeypatch.setattr(fixing, "analyze_text", analyze)
     outcome = fix_text(LOADER_LOOP, "train.py", select_rules(("SPD101", "SPD102", "SPD202")), Settings(), unsafe=True)
     assert outcome.changed and len(outcome.applied) >= 2
-    assert len(texts) >= 3 and len(texts) == len(set(texts))  # several rounds, no text parsed twice
-    assert texts[0] == LOADER_LOOP and texts[-1] == outcome.fixed
+    assert len(analysed) >= 3 and analysed[-1] == outcome.fixed  # several rounds
+    assert texts == [LOADER_LOOP]
+
+
+def _fixable_samples() -> list:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "fixtures"
+    fixed = sorted(root.glob("rules/SPD*.fixed.py"))  # the rule fixtures that have fixes
+    paths = sorted(root.glob("fixers/*/before.py")) + [p.with_name(p.name.replace(".fixed", "")) for p in fixed]
+    return [(p.parent.name if p.name == "before.py" else p.stem, p.read_text()) for p in paths]
+
+
+def test_the_rewritten_tree_is_analysed_as_its_text_would_be(monkeypatch):  # type: ignore[no-untyped-def]
+    """Every fixer fixture and rule fixture with fixes, every fix applied: analysing each round's rewritten tree gives
+    what parsing that round's text again gives (the same fixed text, applied and remaining
+    findings, at the same places)."""
+    from speedlint.analyzer.providers import walk
+    from speedlint.analyzer.registry import all_rules
+
+    every = list(all_rules())
+
+    def outcomes() -> list:
+        out = []
+        for name, text in _fixable_samples():  # a rule's fixture with its rule, a fixer's with all
+            rules = select_rules((name.split(".")[0],)) if name.startswith("SPD") else every
+            o = fix_text(text, f"{name}.py", rules, Settings(), unsafe=True)
+            out.append((name, o.fixed, [(f.code, f.line, f.column) for f in o.applied], sorted((f.code, f.line, f.column, f.message) for f in o.remaining)))
+        return out
+
+    as_rewritten = outcomes()
+    assert sum(1 for _, _, applied, _ in as_rewritten if len(applied) >= 2) >= 5  # later rounds ran
+    monkeypatch.setattr(walk.TreeIndex, "holds_each_node_once", lambda self: False)  # read again from the text
+    assert outcomes() == as_rewritten
+
+
+class _Twice(Rule):
+    """A fix that puts one new node in two places and reuses a node that stays in the tree."""
+
+    code = "SPD997"
+    name = "test-twice"
+    impact = Impact("nothing", "never", "none")
+    fixes = (SAFE,)
+    triggers = ("f(",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name) and node.func.value == "f":
+            arg = node.args[0].value
+            twice = cst.Name("k")
+            new = cst.Call(cst.Name("g"), [cst.Arg(twice, comma=cst.Comma()), cst.Arg(twice), cst.Arg(arg, keyword=cst.Name("n"))])
+            self.report(node, "f -> g", fix=Fix.replace(node, new, "f -> g"))
+
+
+def test_a_fixed_tree_holds_each_node_once():
+    """The replacements are copied in: the tree the next round analyses never holds a node twice
+    (where one did, each place would not have its own position and parent)."""
+    import speedlint.analyzer.fixing as fixing
+    from speedlint.analyzer.providers.walk import TreeIndex
+
+    text = "x = 1\ny = f(x)\n"
+    analysis = fixing.analyze_text(text, "x.py", [_Twice], Settings())
+    assert analysis.ctx is not None
+    module, applied = fixing.apply_round(analysis.ctx.module, analysis.ctx, analysis.findings)
+    assert module.code == "x = 1\ny = g(k,k, n = x)\n" and applied
+    assert TreeIndex(module).holds_each_node_once()
+
+
+def test_a_given_tree_holding_a_node_twice_is_read_again_from_its_text(monkeypatch):  # type: ignore[no-untyped-def]
+    import speedlint.analyzer.fixing as fixing
+    from speedlint.analyzer.providers.walk import TreeIndex
+
+    name = cst.Name("k")
+    module = cst.Module([cst.SimpleStatementLine([cst.Expr(cst.Call(cst.Name("f"), [cst.Arg(name, comma=cst.Comma()), cst.Arg(name)]))])])
+    assert not TreeIndex(module).holds_each_node_once()
+    texts: list = []
+    real = cst.parse_module
+    monkeypatch.setattr(cst, "parse_module", lambda text, *a, **k: texts.append(text) or real(text, *a, **k))
+    analysis = fixing.analyze_text(module.code, "x.py", [_Twice], Settings(), module=module)
+    assert texts == ["f(k,k)\n"]
+    assert analysis.ctx is not None and analysis.ctx.module is not module
+    assert [(f.line, f.column) for f in analysis.findings] == [(1, 1)]
 
 
 def test_a_text_the_parser_does_not_reproduce_is_left_whole():

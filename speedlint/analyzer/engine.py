@@ -20,7 +20,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.context import FileContext
-from speedlint.analyzer.providers.walk import indexed, visitor_methods
+from speedlint.analyzer.providers.walk import TreeIndex, indexed, visitor_methods
 from speedlint.analyzer.providers.walk import visit_batched as fast_visit_batched
 from speedlint.analyzer.findings import FileResult, Profile  # noqa: F401 - re-exported
 from speedlint.analyzer.prelook import AstFacts
@@ -136,8 +136,9 @@ def analyze_text(
     `seeds`: what the whole program says about this file (hot functions and their chains).
     `enabled`: the rules left after the pre-filter and pre-look, when already decided
     (`summarize_and_prelook`, which shares its `ast` parse with the program summary).
-    `module`: the text's LibCST tree, when already parsed (`fix` parses each round's result to
-    check it before the next round analyses it).
+    `module`: the text's LibCST tree, when already made: `fix` hands over the tree its round
+    rewrote (`text` is that tree's code), which is read again from `text` if it holds a node
+    object twice (a fix that put one node in two places).
     `valid`: `ast` is known to parse the text (the program phase summarised it).
     """
     t0 = time.perf_counter()
@@ -163,6 +164,11 @@ def analyze_text(
         t1 = t1b
     if not enabled:
         return Analysis(None, [])
+    index: Optional[TreeIndex] = None
+    if module is not None:
+        index = TreeIndex(module)
+        if not index.holds_each_node_once():
+            module = index = None
     try:
         if module is None:
             module = parse_valid_module(text) if _is_valid_python(facts) else cst.parse_module(text)
@@ -182,7 +188,7 @@ def analyze_text(
         visitors = [_Timed(rule(ctx), profile) for rule in enabled]
     try:
         t_index = time.perf_counter()
-        with indexed(module):  # the tree is read once: every pass of the rules and providers reuses it
+        with indexed(module, index):  # the tree is read once: every pass of the rules and providers reuses it
             if profile is not None:  # reading the tree is shared metadata: billed to "providers"
                 read = time.perf_counter() - t_index
                 profile.add("providers", read)

@@ -20,7 +20,7 @@ from libcst.helpers import get_full_name_for_node
 
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.context import FileContext
-from speedlint.analyzer.engine import analyze_text, parse_valid_module
+from speedlint.analyzer.engine import analyze_text
 from speedlint.analyzer.findings import FixOutcome, ImportSpec, allowed, unsafe_left
 from speedlint.analyzer.providers.walk import index_of
 from speedlint.analyzer.pyparse import compile_quietly
@@ -48,7 +48,12 @@ class _Replacer(cst.CSTTransformer):
 
     def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def]
         if original_node in self.mapping:
-            return self.mapping[original_node]
+            new = self.mapping[original_node]
+            # a copy of its own: a fix may reuse a node that stays elsewhere in the tree (or put
+            # one in two places), and the next round analyses this tree as it is
+            if isinstance(new, cst.FlattenSentinel):
+                return cst.FlattenSentinel([node.deep_clone() for node in new.nodes])
+            return new.deep_clone() if isinstance(new, cst.CSTNode) else new
         return updated_node
 
 
@@ -232,20 +237,20 @@ def fix_text(
                 outcome.remaining = findings
                 break
             continue
-        # This round's trees (the analysis, the rewritten module, the fixes' nodes and closures)
-        # are done with: freed before the re-parse and the next round's analysis, so that one
-        # file's rounds do not pile up in memory (a big file's fix peaked at several trees).
+        # This round's analysis (its tree, the fixes' nodes and closures) is done with: freed
+        # before the next round's analysis, so that one file's rounds do not pile up in memory (a
+        # big file's fix peaked at several trees).
         applied = [f.portable() for f in applied]
         findings = [f.portable() for f in findings]
-        del todo, module, analysis
+        del todo, analysis
         try:
             if text_compiles is None:
                 text_compiles = compiles(text, path)  # (the user's text: compiled once, not every round)
             if text_compiles:
                 compile_quietly(new_text, path)
-                parsed = parse_valid_module(new_text)  # valid Python: LibCST's checks are spared
+                parsed = module  # its code is `new_text`: the next round analyses it unparsed
             else:
-                parsed = cst.parse_module(new_text)
+                parsed = cst.parse_module(new_text)  # (LibCST must still read what it wrote)
         except Exception as exc:
             codes = ", ".join(sorted({f.code for f in applied}))
             outcome.diagnostics.append(
@@ -255,7 +260,7 @@ def fix_text(
             break
         outcome.applied.extend(applied)
         current = new_text
-        tree = parsed  # the next round analyses the tree this check parsed (not parsed twice)
+        tree = parsed
     else:
         outcome.diagnostics.append(
             Diagnostic(path, f"fixes did not converge after {MAX_ROUNDS} rounds; applied what was stable", "warning")

@@ -208,6 +208,11 @@ class TreeIndex:
                 extend_owners([i] * len(kids))
         self._set(nodes, ends, parents)
 
+    def holds_each_node_once(self) -> bool:
+        """No node object is in the tree twice (a parsed tree never; a rewritten one may, where a
+        fix put one node in two places, and then a node's position or parent is not one)."""
+        return len(self._pos) == len(self.nodes)
+
     def index(self, node: cst.CSTNode) -> Optional[int]:
         """Where `node` is in `nodes` (None: not in this tree)."""
         i = self._pos.get(id(node))
@@ -236,11 +241,12 @@ _ACTIVE: Optional[TreeIndex] = None
 
 
 @contextmanager
-def indexed(root: cst.CSTNode) -> Iterator[TreeIndex]:
-    """Read the tree once; within the block, the passes below over it use that reading."""
+def indexed(root: cst.CSTNode, index: Optional[TreeIndex] = None) -> Iterator[TreeIndex]:
+    """Read the tree once (or use `index`, its reading already made); within the block, the
+    passes below over it use that reading."""
     global _ACTIVE
     saved = _ACTIVE
-    _ACTIVE = index = TreeIndex(root)
+    _ACTIVE = index = index if index is not None else TreeIndex(root)
     try:
         yield index
     finally:
