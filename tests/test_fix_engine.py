@@ -376,6 +376,7 @@ from libcst.codemod.visitors import AddImportsVisitor  # noqa: E402
 
 import speedlint.analyzer.fixing as fixing  # noqa: E402
 from speedlint.analyzer.findings import ImportSpec  # noqa: E402
+from speedlint.analyzer.add_imports import add_imports  # noqa: E402
 
 _HAS = [
     ("import torch\nx = 1\n", [ImportSpec("torch")]),
@@ -413,14 +414,14 @@ def test_an_import_already_at_the_top_is_not_added_again():
     copy, no walk), exactly what LibCST's `AddImportsVisitor` gives back."""
     for text, imports in _HAS:
         module = cst.parse_module(text)
-        assert fixing._add_imports(module, imports) is module, text
+        assert add_imports(module, imports) is module, text
         assert _libcst_adds(module, imports) == text, text
 
 
 def test_an_import_missing_from_the_top_is_added_as_libcst_adds_it():
     for text, imports in _LACKS:
         module = cst.parse_module(text)
-        added = fixing._add_imports(module, imports).code
+        added = add_imports(module, imports).code
         assert added != text and added == _libcst_adds(module, imports), text
 
 
@@ -438,3 +439,18 @@ def test_a_round_rebuilds_only_the_statements_its_fixes_touch():
     loop = new[1].body.body[0]  # type: ignore[attr-defined]
     assert new[1].body.body[1] is old[1].body.body[1]  # `return 3`
     assert loop is not old[1].body.body[0]  # type: ignore[attr-defined]
+
+
+def test_whitespace_shared_by_two_places_does_not_count_as_a_node_held_twice():
+    """A codemod's line breaks may share one whitespace node or comma between places: nobody asks
+    for their position or parent. A shared name is a node held twice."""
+    from speedlint.analyzer.providers.walk import TreeIndex
+
+    space, comma = cst.SimpleWhitespace("  "), cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    args = [cst.Arg(cst.Name("a"), comma=comma, whitespace_after_arg=space), cst.Arg(cst.Name("b"), comma=comma), cst.Arg(cst.Name("c"))]
+    shared = cst.Module([cst.SimpleStatementLine([cst.Expr(cst.Call(cst.Name("f"), args))])])
+    assert shared.code == "f(a,   b, c)\n"
+    assert TreeIndex(shared).holds_each_node_once()
+    name = cst.Name("a")
+    twice = shared.with_changes(body=[cst.SimpleStatementLine([cst.Expr(cst.Call(cst.Name("f"), [cst.Arg(name, comma=comma), cst.Arg(name)]))])])
+    assert not TreeIndex(twice).holds_each_node_once()

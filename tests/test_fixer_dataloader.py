@@ -195,3 +195,18 @@ def test_in_memory_and_peeked_loaders_are_not_rewritten():
                 print(x.sum(), first.shape)
         ''')
     assert tune_source(source) == source
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=IDS)
+def test_the_codemod_does_not_copy_the_tree(shape: Path, monkeypatch):
+    """The codemod works on the tree it is given (LibCST's entry point copies all of it first, for
+    metadata the codemod does not use, and so did the `import os` it adds): the result is what the
+    copies gave (the goldens), and no module is copied."""
+    from speedlint.fixers.dataloader import tune_module
+
+    copied = []
+    real = cst.Module.deep_clone
+    monkeypatch.setattr(cst.Module, "deep_clone", lambda self: copied.append(self) or real(self))
+    module = cst.parse_module((shape / "before.py").read_text(encoding="utf-8"))
+    assert tune_module(module).code == (shape / "after.py").read_text(encoding="utf-8")
+    assert copied == []

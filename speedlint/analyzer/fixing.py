@@ -2,26 +2,25 @@
 
 * Only fixes whose applicability is allowed are applied (safe; unsafe with `unsafe_fixes`).
 * Replacement fixes are keyed on original nodes; two fixes whose nodes overlap are never applied
-  in the same round: the second waits for the next round, on the re-parsed result.
+  in the same round: the second waits for the next round, on the rewritten result.
 * Codemod fixes (`Fix.fixer`) run one per round, after the replacement fixes are done.
-* The result of each round is re-parsed; a round that breaks parsing is reverted and reported as
-  an internal error naming the rules involved.
+* The text of each round's result is compiled (parsed, when the user's text does not compile); a
+  round that breaks it is reverted and reported as an internal error naming the rules involved.
+  The next round analyses the rewritten tree itself (its code is that text), not a parse of it.
 * The loop is capped; not converging is reported.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Type, Union
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Type
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
-from libcst.helpers import get_full_name_for_node
 
+from speedlint.analyzer.add_imports import add_imports
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.engine import analyze_text
-from speedlint.analyzer.findings import FixOutcome, ImportSpec, allowed, unsafe_left
+from speedlint.analyzer.findings import FixOutcome, allowed, unsafe_left
 from speedlint.analyzer.providers.walk import index_of
 from speedlint.analyzer.pyparse import compile_quietly
 from speedlint.analyzer.rule import Diagnostic, Finding, Rule
@@ -105,63 +104,14 @@ def apply_round(module: cst.Module, ctx: FileContext, findings: Sequence[Finding
         applied.append(finding)
     if applied:
         new_module = module.visit(_Replacer(mapping, _ancestors(ctx, mapping)))
-        return _add_imports(new_module, imports), applied
+        return add_imports(new_module, imports), applied
     # codemods one at a time, in catalogue order (AMP before accumulation), whatever line each
     # finding is anchored on
     codemods = [f for f in findings if f.fix is not None and f.fix.fixer is not None]
     if codemods:
         finding = min(codemods, key=lambda f: f.code)
-        return _add_imports(finding.fix.fixer(module), finding.fix.imports), [finding]  # type: ignore[union-attr,misc]
+        return add_imports(finding.fix.fixer(module), finding.fix.imports), [finding]  # type: ignore[union-attr,misc]
     return module, []
-
-
-def _add_imports(module: cst.Module, imports: Sequence[ImportSpec]) -> cst.Module:
-    if not imports or all(_imported_at_top(module, spec) for spec in imports):
-        return module  # what `AddImportsVisitor` would give back, without its copy and walk of the tree
-    context = CodemodContext()
-    for spec in dict.fromkeys(imports):
-        AddImportsVisitor.add_needed_import(context, spec.module, spec.obj)
-    return AddImportsVisitor(context).transform_module(module)
-
-
-def _import_block(module: cst.Module) -> Iterator[Union[cst.Import, cst.ImportFrom]]:
-    """The imports `AddImportsVisitor` counts as already there: the one-import lines that open the
-    module, after its docstring or `__strict__` flag."""
-    body = module.body
-    start = 0
-    if body and isinstance(body[0], cst.SimpleStatementLine) and len(body[0].body) == 1:
-        first = body[0].body[0]
-        if isinstance(first, cst.Expr) and isinstance(first.value, cst.SimpleString):
-            start = 1
-        elif (
-            isinstance(first, cst.Assign) and len(first.targets) == 1
-            and isinstance(first.targets[0].target, cst.Name) and first.targets[0].target.value == "__strict__"
-        ):
-            start = 1
-    for statement in body[start:]:
-        if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
-            return
-        line = statement.body[0]
-        if not isinstance(line, (cst.Import, cst.ImportFrom)):
-            return
-        yield line
-
-
-def _imported_at_top(module: cst.Module, spec: ImportSpec) -> bool:
-    """Whether `spec` is imported, unaliased, in the module's opening import block (then
-    `AddImportsVisitor` leaves the module as it is; anything less certain answers False)."""
-    for line in _import_block(module):
-        if isinstance(line, cst.Import):
-            if spec.obj is None and any(a.asname is None and a.evaluated_name == spec.module for a in line.names):
-                return True
-        elif spec.obj is not None and not line.relative and line.module is not None:
-            if get_full_name_for_node(line.module) != spec.module:
-                continue
-            if isinstance(line.names, cst.ImportStar):
-                return True
-            if any(a.asname is None and a.evaluated_name == spec.obj for a in line.names):
-                return True
-    return False
 
 
 def compiles(text: str, path: str) -> bool:

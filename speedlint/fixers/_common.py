@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
 
+from speedlint.analyzer.add_imports import add_imports
 from speedlint.analyzer.config import Settings
+from speedlint.analyzer.findings import ImportSpec
 from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.providers.branches import never_runs, off_gpu_path
 from speedlint.analyzer.providers.loaders import one_site
@@ -69,13 +69,7 @@ class Edits:
         return bool(self.replace or self.before or self.after or self.wraps)
 
     def apply(self, module: cst.Module) -> cst.Module:
-        new = module.visit(_Apply(self))
-        if self.imports:
-            context = CodemodContext()
-            for mod, obj in dict.fromkeys(self.imports):
-                AddImportsVisitor.add_needed_import(context, mod, obj)
-            new = AddImportsVisitor(context).transform_module(new)
-        return new
+        return add_imports(module.visit(_Apply(self)), [ImportSpec(mod, obj) for mod, obj in self.imports])
 
 
 class _Apply(cst.CSTTransformer):

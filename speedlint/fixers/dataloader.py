@@ -33,8 +33,10 @@ import libcst as cst
 from libcst.codemod import CodemodCommand, CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 
+from speedlint.analyzer.add_imports import add_imports
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.context import FileContext
+from speedlint.analyzer.findings import ImportSpec
 from speedlint.analyzer.fixes import MAX_LINE, add_keywords, code_of, explode, is_multiline
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.loaders import LoaderFacts, kwarg, loader_facts, loader_kind, sync_loading
@@ -434,28 +436,35 @@ class TunedDataLoader(CodemodCommand):
         self.reason = ""
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        ctx = FileContext(self.context.filename or "<codemod>", tree.code, tree, self.settings, self.seeds)
-        module_plan = plan(ctx)
-        self.reason = module_plan.reason
-        if not module_plan.changes:
-            return tree
-        AddImportsVisitor.add_needed_import(self.context, "os")
-        if module_plan.needs_torch:
-            AddImportsVisitor.add_needed_import(self.context, "torch")
-        return tree.visit(_Apply(module_plan))
+        tuned, imports = _tune(tree, self.context.filename or "<codemod>", self.settings, self.seeds)
+        for spec in imports:
+            AddImportsVisitor.add_needed_import(self.context, spec.module, spec.obj)
+        return tuned
+
+
+def _tune(tree: cst.Module, path: str, settings: Settings, seeds: Any) -> Tuple[cst.Module, List[ImportSpec]]:
+    """The tuned module and the imports it needs (the module itself, and none, when no loader
+    can be tuned)."""
+    module_plan = plan(FileContext(path, tree.code, tree, settings, seeds))
+    if not module_plan.changes:
+        return tree, []
+    imports = [ImportSpec("os")] + ([ImportSpec("torch")] if module_plan.needs_torch else [])
+    return tree.visit(_Apply(module_plan)), imports
 
 
 def tune_module(module: cst.Module, settings: Optional[Settings] = None, seeds: Any = None) -> cst.Module:
-    """Run the codemod on a parsed module (the fixer of SPD101; `seeds`: the program's facts about
-    the file, as the rule saw them)."""
+    """The codemod on a parsed module (the fixer of SPD101; `seeds`: the program's facts about
+    the file, as the rule saw them). Run here rather than through LibCST's `transform_module`,
+    which copies the whole tree first (for metadata the codemod does not use)."""
+    tuned, imports = _tune(module, "<codemod>", settings or Settings(), seeds)
+    if tuned is module:
+        return module
     had_os = any(
         isinstance(s, cst.SimpleStatementLine) and any(isinstance(x, cst.Import) and any(dotted(a.name) == "os" for a in x.names) for x in s.body)
         for s in module.body
     )
-    result = TunedDataLoader(CodemodContext(), settings, seeds).transform_module(module)
-    if not had_os and result is not module:
-        result = place_stdlib_import(result, "os")
-    return result
+    result = add_imports(tuned, imports)
+    return result if had_os else place_stdlib_import(result, "os")
 
 
 def tune_source(source: str, settings: Optional[Settings] = None) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import inspect
 import re
 from contextlib import contextmanager
-from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -151,6 +151,11 @@ def _builder_of(value: object) -> Callable[[object, int], None]:
 _BUILDING.update(builders=_BUILDERS, builder_of=_builder_of)
 
 
+#: The nodes that only hold whitespace, and the comma between two items (its whitespace around a
+#: `,`) (`TreeIndex.holds_each_node_once`).
+_WHITESPACE = frozenset({cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.TrailingWhitespace, cst.Newline, cst.EmptyLine, cst.Comment, cst.Comma})
+
+
 class TreeIndex:
     """Every node of a tree in visiting order (preorder), read once.
 
@@ -209,9 +214,19 @@ class TreeIndex:
         self._set(nodes, ends, parents)
 
     def holds_each_node_once(self) -> bool:
-        """No node object is in the tree twice (a parsed tree never; a rewritten one may, where a
-        fix put one node in two places, and then a node's position or parent is not one)."""
-        return len(self._pos) == len(self.nodes)
+        """No node object is in the tree twice, whitespace aside (a parsed tree never; a rewritten
+        one may, where a fix put one node in two places, and then that node's position or parent
+        is not one). A whitespace node or comma shared by two places (a codemod's line breaks)
+        has no position or parent anyone asks for."""
+        if len(self._pos) == len(self.nodes):
+            return True
+        seen: Set[int] = set()
+        for node in self.nodes:
+            if node.__class__ not in _WHITESPACE:
+                if id(node) in seen:
+                    return False
+                seen.add(id(node))
+        return True
 
     def index(self, node: cst.CSTNode) -> Optional[int]:
         """Where `node` is in `nodes` (None: not in this tree)."""
