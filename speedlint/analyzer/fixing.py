@@ -146,7 +146,7 @@ def fix_text(
     outcome = FixOutcome(path, text, text)
     current = text
     failed_fixers: Set[int] = set()
-    tree: Optional[cst.Module] = None  # the parse of `current`, when the last round made it
+    tree: Optional[cst.Module] = None  # the tree whose code is `current`, when the last round made it
     text_compiles: Optional[bool] = None  # whether `text` compiles (a fix must keep it so), once asked
     for _ in range(MAX_ROUNDS):
         analysis = analyze_text(current, path, rules, settings, seeds=seeds, enabled=enabled if current is text else None, module=tree)
