@@ -70,7 +70,7 @@ def ast_prelook(text: str, rules: Sequence[Type[Rule]]) -> List[Type[Rule]]:
 
 def _prelook(facts: AstFacts, rules: Sequence[Type[Rule]]) -> List[Type[Rule]]:
     try:  # the text is parsed on first need only: text checks may answer first
-        return [r for r in rules if r.ast_precondition(facts)]  # type: ignore[attr-defined]
+        return [r for r in rules if r.ast_precondition(facts)]  # type: ignore[misc]
     except AST_ERRORS:
         return list(rules)  # `ast` cannot parse it: LibCST decides (and reports the error)
     finally:

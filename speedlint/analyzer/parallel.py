@@ -221,7 +221,7 @@ def _summarize(items: List[Tuple[int, str, Tuple[str, ...]]]) -> List[Tuple[int,
     from speedlint.analyzer.cache import content_hash
     from speedlint.analyzer.engine import summarize_and_prelook
 
-    out = []
+    out: List[Tuple[int, Optional[str], Any, Optional[Tuple[str, ...]]]] = []
     shared: Dict[Any, Any] = {}  # equal parts of these files' summaries are one object
     for index, path, codes in items:
         try:

@@ -59,7 +59,7 @@ def _reader(fields: Tuple[str, ...]) -> Callable[[cst.CSTNode], List[cst.CSTNode
     lines.append("    return out")
     namespace = {"nodes": _NODE_CLASSES, "others": _OTHER_CLASSES, "classify": _classify}
     exec("\n".join(lines), namespace)  # field names are identifiers read from LibCST's source
-    return namespace["read"]  # type: ignore[no-any-return]
+    return namespace["read"]  # type: ignore[no-any-return,return-value]
 
 
 def _children_property(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
