@@ -163,8 +163,10 @@ def typical_text(f: Finding) -> str:
     return typical
 
 
+@lru_cache(maxsize=8192)
 def is_auxiliary(path: str) -> bool:
-    """A benchmark or test script (by its folder or its name), not a training entry point."""
+    """A benchmark or test script (by its folder or its name), not a training entry point.
+    (Remembered: a report ranks each finding several times.)"""
     parts = PurePosixPath(path.replace("\\", "/")).parts
     return any(p.lower() in _AUX_FOLDERS for p in parts[:-1]) or bool(parts and _AUX_NAME.match(parts[-1]))
 
