@@ -1,5 +1,6 @@
 """The package layout the design asks for, checked on the source: shared facts live in the
-analyzer; a rule never imports another rule module, and a fixer never imports a rule."""
+analyzer; a rule never imports another rule module, a fixer never imports a rule, and only the
+rules that attach a codemod import a fixer."""
 
 from __future__ import annotations
 
@@ -44,6 +45,30 @@ def test_fixers_do_not_import_rules():
         if target.startswith("speedlint.rules")
     ]
     assert not bad, "fixers import the analyzer, never a rule:\n" + "\n".join(bad)
+
+
+#: The rules that still reach into `speedlint.fixers`: each attaches a codemod to its finding, or
+#: asks the codemod's plan whether (and why not) it can rewrite the code. Facts a rule needs for
+#: anything else live in the analyzer (`analyzer.loader_edits`: where a loader keyword is edited).
+#: The list only shrinks: the plans are shared facts, and belong in the analyzer too.
+_RULES_ON_CODEMODS = {
+    "speedlint.rules.data.dataloader_sync_loading",
+    "speedlint.rules.precision.deprecated_cuda_amp_api",
+    "speedlint.rules.precision.fp32_matmul_precision_highest",
+    "speedlint.rules.precision.fp32_training_step",
+    "speedlint.rules.precision.training_step_without_accumulation",
+}
+
+
+def test_rules_import_fixers_only_for_their_codemods():
+    reaching = {
+        _module(path)
+        for path in sorted((ROOT / "rules").rglob("*.py"))
+        for _, target in _imports(path)
+        if target.startswith("speedlint.fixers")
+    }
+    assert reaching <= _RULES_ON_CODEMODS, "a rule's facts belong in speedlint.analyzer, not in a fixer:\n" + "\n".join(sorted(reaching - _RULES_ON_CODEMODS))
+    assert reaching == _RULES_ON_CODEMODS, "no longer reaching into a fixer (take it off the list):\n" + "\n".join(sorted(_RULES_ON_CODEMODS - reaching))
 
 
 def test_the_checks_can_fail(tmp_path):

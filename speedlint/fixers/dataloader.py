@@ -39,11 +39,11 @@ from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.findings import ImportSpec
 from speedlint.analyzer.fixes import MAX_LINE, add_keywords, code_of, explode, is_multiline
 from speedlint.analyzer.providers.names import dotted
+from speedlint.analyzer.loader_edits import PIN_CODE, dict_site, greater_than_zero, repeatable, splat_dict
 from speedlint.analyzer.providers.loaders import LoaderFacts, kwarg, loader_facts, loader_kind, sync_loading
 from speedlint.analyzer.providers import walk
 
 WORKERS_CODE = "min(8, os.cpu_count() or 1)"
-PIN_CODE = "torch.cuda.is_available()"
 
 
 @dataclass
@@ -79,57 +79,6 @@ def _expr(code: str) -> cst.BaseExpression:
     return cst.parse_expression(code)
 
 
-def _simple(expr: cst.BaseExpression) -> bool:
-    """A name, attribute or subscript chain: cheap and safe to repeat in `expr > 0`."""
-    node: cst.CSTNode = expr
-    while True:
-        if isinstance(node, cst.Name):
-            return True
-        if isinstance(node, cst.Attribute):
-            node = node.value
-        elif isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
-            if not isinstance(node.slice[0].slice.value, (cst.SimpleString, cst.Integer, cst.Name)):
-                return False
-            node = node.value
-        else:
-            return False
-
-
-def _greater_than_zero(expr: cst.BaseExpression) -> cst.BaseExpression:
-    return cst.Comparison(
-        left=expr.deep_clone(),
-        comparisons=[cst.ComparisonTarget(operator=cst.GreaterThan(), comparator=cst.Integer("0"))],
-    )
-
-
-def _dict_site(facts: LoaderFacts, element: cst.CSTNode) -> Optional[cst.CSTNode]:
-    parent = facts.ctx.torch.parent(element)
-    if isinstance(element, cst.DictElement) and isinstance(parent, cst.Dict):
-        return parent
-    if isinstance(element, cst.Arg) and isinstance(parent, cst.Call):
-        return parent
-    return None
-
-
-def _splat_dict(facts: LoaderFacts, call: cst.Call) -> Optional[cst.CSTNode]:
-    """The dict literal (or `dict(...)` call) behind the single `**kwargs` of `call`."""
-    splats = [a for a in call.args if a.star == "**"]
-    if len(splats) != 1:
-        return None
-    expr = splats[0].value
-    if isinstance(expr, cst.Name):
-        key = facts.name_key(expr)
-        bound = facts.ctx.values.index.binds.get((key[1], key[2]), [])
-        if len(bound) != 1 or not isinstance(bound[0], cst.BaseExpression):
-            return None
-        expr = bound[0]
-    if isinstance(expr, cst.Dict):
-        return expr
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "dict":
-        return expr
-    return None
-
-
 def plan_loader(ctx: FileContext, call: cst.Call) -> Optional[LoaderPlan]:
     """The rewrite of one loader SPD101 flags (None: SPD101 does not flag it)."""
     kw = sync_loading(ctx, call)
@@ -145,7 +94,7 @@ def plan_loader(ctx: FileContext, call: cst.Call) -> Optional[LoaderPlan]:
     known_positive = False
     if kw.missing:
         if any(a.star for a in call.args):
-            plan.site = _splat_dict(facts, call)
+            plan.site = splat_dict(facts, call)
             if plan.site is None:
                 plan.reason = "the keyword arguments come from `**kwargs` built elsewhere"
                 return plan
@@ -181,7 +130,7 @@ def plan_loader(ctx: FileContext, call: cst.Call) -> Optional[LoaderPlan]:
                 return plan
             workers_at_site = node.value
         elif isinstance(node, (cst.DictElement, cst.Arg)):
-            plan.site = _dict_site(facts, node)
+            plan.site = dict_site(facts, node)
             workers_at_site = node.value
         if plan.site is None:
             plan.reason = "cannot tell where the DataLoader keywords are built"
@@ -191,8 +140,8 @@ def plan_loader(ctx: FileContext, call: cst.Call) -> Optional[LoaderPlan]:
     if kwarg(ctx, call, "persistent_workers").missing:
         if known_positive:
             plan.add.append(("persistent_workers", cst.Name("True")))
-        elif workers_at_site is not None and _simple(workers_at_site):
-            plan.add.append(("persistent_workers", _greater_than_zero(workers_at_site)))
+        elif workers_at_site is not None and repeatable(workers_at_site):
+            plan.add.append(("persistent_workers", greater_than_zero(workers_at_site)))
     prefetch = ctx.settings.fix_option("prefetch_factor")
     if known_positive and isinstance(prefetch, int) and prefetch >= 1 and kwarg(ctx, call, "prefetch_factor").missing:
         plan.add.append(("prefetch_factor", cst.Integer(str(prefetch))))
@@ -469,14 +418,3 @@ def tune_module(module: cst.Module, settings: Optional[Settings] = None, seeds: 
 
 def tune_source(source: str, settings: Optional[Settings] = None) -> str:
     return tune_module(cst.parse_module(source), settings).code
-
-
-def keyword_site(ctx: FileContext, call: cst.Call) -> Optional[cst.CSTNode]:
-    """Where a missing DataLoader keyword can be added without a `got multiple values` error:
-    the call itself when it has no `**kwargs`, else the dict literal the kwargs come from."""
-    kind = loader_kind(ctx, call)
-    if kind is not None and kind.subclass:
-        return None  # its `__init__` may not take the keyword
-    if not any(a.star for a in call.args):
-        return call
-    return _splat_dict(loader_facts(ctx), call)

@@ -8,6 +8,7 @@ from speedlint.analyzer.frameworks._knobs_hf import LOADER_KNOB_WORDS, literal_a
 from speedlint.analyzer.frameworks.hf_accelerate import framework_loaders
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, SAFE, Fix, Impact, ImportSpec, Rule
 from speedlint.analyzer.configs.edit import value_edit
+from speedlint.analyzer.loader_edits import PIN_CODE, keyword_site
 from speedlint.analyzer.providers.anchors import keyword_anchor
 from speedlint.analyzer.providers.loaders import code_site as _code_site, LOADER_TRIGGERS, batches_to_cuda, config_site, is_dataloader, kwarg, may_build_loader
 from speedlint.analyzer.providers.default_sites import default_site, report_default
@@ -101,7 +102,6 @@ class DataLoaderPageableMemory(Rule):
         if move is None and elsewhere is None:
             return
         from speedlint.analyzer.fixes import keywords_edit
-        from speedlint.fixers.dataloader import PIN_CODE, keyword_site  # lazily: libcst.codemod
 
         if move is not None:
             where = f"`{ctx.code(move)}` on line {ctx.position(move).start.line}"

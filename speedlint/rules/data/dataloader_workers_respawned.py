@@ -10,6 +10,7 @@ from speedlint.analyzer.frameworks._knobs_hf import LOADER_KNOB_WORDS, literal_a
 from speedlint.analyzer.frameworks.hf_accelerate import framework_loaders
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, SAFE, Fix, Impact, Rule
 from speedlint.analyzer.configs.edit import value_edit
+from speedlint.analyzer.loader_edits import dict_site, greater_than_zero, repeatable
 from speedlint.analyzer.providers.worker_counts import cpu_count_workers
 from speedlint.analyzer.providers.anchors import keyword_anchor
 from speedlint.analyzer.providers.loaders import code_site as _code_site, LOADER_TRIGGERS, config_site, is_dataloader, kwarg, loader_facts, loader_kind, may_build_loader
@@ -161,7 +162,6 @@ class DataLoaderWorkersRespawned(Rule):
 
     def _fix(self, call: cst.Call, workers, persistent) -> Optional[Fix]:  # type: ignore[no-untyped-def]
         from speedlint.analyzer.fixes import keywords_edit
-        from speedlint.fixers.dataloader import _dict_site, _greater_than_zero, _simple  # lazily: libcst.codemod
 
         ctx = self.ctx
         node = workers.node
@@ -171,15 +171,15 @@ class DataLoaderWorkersRespawned(Rule):
         expr = node.value
         if isinstance(expr, cst.Integer):
             value: cst.BaseExpression = cst.Name("True")
-        elif _simple(expr):
-            value = _greater_than_zero(expr)
+        elif repeatable(expr):
+            value = greater_than_zero(expr)
         else:
             return None
         if persistent.missing:
             if isinstance(node, cst.Arg) and workers.via is None:
                 site: Optional[cst.CSTNode] = call
             else:
-                site = _dict_site(loader_facts(ctx), node)
+                site = dict_site(loader_facts(ctx), node)
             if site is None:
                 return None
             title = f"Add `persistent_workers={ctx.code(value)}`"
