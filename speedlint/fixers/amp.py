@@ -32,11 +32,11 @@ from libcst.codemod import Codemod, CodemodContext
 from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.fixes import with_keyword
 from speedlint.analyzer.providers.flow import flow
+from speedlint.analyzer.providers.amp_api import deprecated_sites
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers import walk
 from speedlint.analyzer.providers.branches import off_cuda_branch
 from speedlint.analyzer.providers.tensor_aliases import tensor_type_alias
-from speedlint.fixers import _amp_api
 from speedlint.fixers._common import (
     SCALER_NAMES,
     DeviceType,
@@ -152,8 +152,19 @@ def rewrite(module: cst.Module, ctx: Optional[FileContext] = None) -> cst.Module
                 apply(edits)
     if not any_step:
         return module
-    _amp_api.deprecated_edits(ctx, edits)
+    _deprecated_edits(ctx, edits)
     return edits.apply(module)
+
+
+def _deprecated_edits(ctx: FileContext, edits: Edits) -> None:
+    """The `torch.amp` rewrites of the deprecated spellings (SPD302's sites), with the AMP edits."""
+    for site in deprecated_sites(ctx):
+        if site.pairs is None:
+            continue
+        for old, new in site.pairs:
+            if old not in edits.replace:
+                edits.replace[old] = new
+        edits.imports.extend(site.imports)
 
 
 class AmpCodemod(Codemod):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from speedlint.analyzer.rule import LOW, SAFE, Fix, Impact, ImportSpec, Rule
-from speedlint.fixers._amp_api import deprecated_sites
+from speedlint.analyzer.providers.amp_api import deprecated_sites
 
 
 class DeprecatedCudaAmpApi(Rule):

@@ -1,4 +1,5 @@
-"""Deprecated `torch.cuda.amp` spellings and their `torch.amp` replacements (SPD302, AMP codemod).
+"""Deprecated `torch.cuda.amp` spellings and their `torch.amp` replacements: the sites SPD302
+reports (with their fixes) and the AMP codemod rewrites along with its own edits.
 
 * `torch.cuda.amp.autocast(args)` -> `torch.amp.autocast("cuda", args)`; its old positional
   arguments (`enabled`, `dtype`, `cache_enabled`) become keywords, since the new signature starts
@@ -68,9 +69,12 @@ def _new_call(ctx: FileContext, call: cst.Call, func: cst.BaseExpression, kind: 
 
 
 def deprecated_sites(ctx: FileContext) -> List[Site]:
-    cached = getattr(ctx, "_speedlint_amp_api", None)
-    if cached is not None:
-        return cached
+    """The file's uses of the deprecated API, each with its replacement (`pairs`; None: advice
+    only), built once per file (a provider: SPD302 and the AMP codemod share it)."""
+    return ctx.provider(_deprecated_sites)
+
+
+def _deprecated_sites(ctx: FileContext) -> List[Site]:
     sites: List[Site] = []
     by_local: Dict[str, List[cst.Call]] = {}
     torch_name, need_import = _torch_name(ctx)
@@ -128,7 +132,6 @@ def deprecated_sites(ctx: FileContext) -> List[Site]:
     for stmt in _cuda_amp_module_imports(ctx):
         if not _fallback(ctx, stmt):
             sites.append(Site(stmt, "torch.cuda.amp", None, kind="import"))
-    ctx._speedlint_amp_api = sites  # type: ignore[attr-defined]
     return sites
 
 
@@ -181,14 +184,3 @@ def _amp_imports(ctx: FileContext) -> List[cst.ImportFrom]:
 
     walk.visit(ctx.module, V())
     return found
-
-
-def deprecated_edits(ctx: FileContext, edits) -> None:  # type: ignore[no-untyped-def]
-    """Add the `torch.amp` rewrites to an `Edits` of a codemod (the AMP fixer)."""
-    for site in deprecated_sites(ctx):
-        if site.pairs is None:
-            continue
-        for old, new in site.pairs:
-            if old not in edits.replace:
-                edits.replace[old] = new
-        edits.imports.extend(site.imports)
