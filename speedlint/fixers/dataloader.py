@@ -385,27 +385,31 @@ class TunedDataLoader(CodemodCommand):
         self.reason = ""
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        tuned, imports = _tune(tree, self.context.filename or "<codemod>", self.settings, self.seeds)
+        tuned, imports = _tune(FileContext(self.context.filename or "<codemod>", tree.code, tree, self.settings, self.seeds))
         for spec in imports:
             AddImportsVisitor.add_needed_import(self.context, spec.module, spec.obj)
         return tuned
 
 
-def _tune(tree: cst.Module, path: str, settings: Settings, seeds: Any) -> Tuple[cst.Module, List[ImportSpec]]:
-    """The tuned module and the imports it needs (the module itself, and none, when no loader
-    can be tuned)."""
-    module_plan = plan(FileContext(path, tree.code, tree, settings, seeds))
+def _tune(ctx: FileContext) -> Tuple[cst.Module, List[ImportSpec]]:
+    """The tuned module of `ctx` and the imports it needs (the module itself, and none, when no
+    loader can be tuned)."""
+    tree = ctx.module
+    module_plan = plan(ctx)
     if not module_plan.changes:
         return tree, []
     imports = [ImportSpec("os")] + ([ImportSpec("torch")] if module_plan.needs_torch else [])
     return tree.visit(_Apply(module_plan)), imports
 
 
-def tune_module(module: cst.Module, settings: Optional[Settings] = None, seeds: Any = None) -> cst.Module:
+def tune_module(module: cst.Module, settings: Optional[Settings] = None, seeds: Any = None, ctx: Optional[FileContext] = None) -> cst.Module:
     """The codemod on a parsed module (the fixer of SPD101; `seeds`: the program's facts about
-    the file, as the rule saw them). Run here rather than through LibCST's `transform_module`,
-    which copies the whole tree first (for metadata the codemod does not use)."""
-    tuned, imports = _tune(module, "<codemod>", settings or Settings(), seeds)
+    the file, as the rule saw them; `ctx`: the rule's context, used when it is `module`'s: its
+    plan is made already). Run here rather than through LibCST's `transform_module`, which
+    copies the whole tree first (for metadata the codemod does not use)."""
+    if ctx is None or ctx.module is not module:
+        ctx = FileContext("<codemod>", module.code, module, settings or Settings(), seeds)
+    tuned, imports = _tune(ctx)
     if tuned is module:
         return module
     had_os = any(

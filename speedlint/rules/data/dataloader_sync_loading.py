@@ -180,4 +180,4 @@ class DataLoaderSyncLoading(Rule):
         if module_plan.guard_from is not None:
             title += "; adds an `if __name__ == \"__main__\":` guard"
         title += ")"
-        self.report(keyword_anchor(workers, node), message, fix=Fix(title, UNSAFE, fixer=lambda module: tune_module(module, settings, seeds)))
+        self.report(keyword_anchor(workers, node), message, fix=Fix(title, UNSAFE, fixer=lambda module, ctx=self.ctx: tune_module(module, settings, seeds, ctx)))
