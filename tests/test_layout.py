@@ -71,6 +71,23 @@ def test_rules_import_fixers_only_for_their_codemods():
     assert reaching == _RULES_ON_CODEMODS, "no longer reaching into a fixer (take it off the list):\n" + "\n".join(sorted(_RULES_ON_CODEMODS - reaching))
 
 
+#: A fact kept on a file's context by hand (an attribute or `__dict__` entry of its own) instead of
+#: through `ctx.provider(build)`, the one way facts are built once per file and shared.
+_HAND_CACHE = re.compile(r"ctx\.__dict__\s*(\[|\.get\(|\.setdefault\()|setattr\(ctx\b|getattr\(ctx, *\"_speedlint|\bctx\._speedlint_")
+
+
+def test_facts_are_kept_on_a_context_one_way():
+    bad = [
+        f"{_module(path)}:{number}: {line.strip()}"
+        for path in sorted(ROOT.rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if _HAND_CACHE.search(line)
+    ]
+    assert not bad, "keep a file's facts with ctx.provider(build):\n" + "\n".join(bad)
+    assert _HAND_CACHE.search('cached = getattr(ctx, "_speedlint_amp_plan", None)')
+    assert _HAND_CACHE.search('memo = ctx.__dict__.setdefault("_x", {})') and not _HAND_CACHE.search("analysis.ctx.__dict__.clear()")
+
+
 def test_the_checks_can_fail(tmp_path):
     """The import reader sees what these tests look for (else they would prove nothing)."""
     sample = tmp_path / "sample.py"

@@ -211,24 +211,30 @@ def fresh_name(ctx: FileContext, base: str, scope: Optional[cst.CSTNode] = None)
 
 def names_in(ctx: FileContext, node: cst.CSTNode) -> Set[str]:
     """Every name used in `node` (memoised per node: planning asks again and again)."""
-    memo = ctx.__dict__.setdefault("_speedlint_names_in", {})
+    memo = ctx.provider(_names_memo)
     found = memo.get(id(node))
     if found is None or found[0] is not node:
         found = memo[id(node)] = (node, {n.value for n in iter_nodes(node, skip_defs=False) if n.__class__ is cst.Name})
     return found[1]
 
 
+def _names_memo(ctx: FileContext) -> Dict[int, Tuple[cst.CSTNode, Set[str]]]:
+    return {}
+
+
 def _module_names(ctx: FileContext) -> Set[str]:
-    cache = ctx.__dict__.get("_speedlint_module_names")
-    if cache is None:
-        cache = set()
-        for stmt in ctx.module.body:
-            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-                cache.add(stmt.name.value)
-            else:
-                cache |= names_in(ctx, stmt)
-        ctx.__dict__["_speedlint_module_names"] = cache
-    return cache
+    return ctx.provider(_names_at_top)
+
+
+def _names_at_top(ctx: FileContext) -> Set[str]:
+    """The names the module's top level defines or uses."""
+    names: Set[str] = set()
+    for stmt in ctx.module.body:
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            names.add(stmt.name.value)
+        else:
+            names |= names_in(ctx, stmt)
+    return names
 
 
 def _names(ctx: FileContext) -> Set[str]:
@@ -336,21 +342,23 @@ def name_available(ctx: FileContext, expr: cst.BaseExpression, scope_fn: Optiona
 
 
 def _assign_targets(ctx: FileContext) -> Dict[str, List[Tuple[Optional[cst.FunctionDef], cst.CSTNode]]]:
-    cache = getattr(ctx, "_speedlint_binds", None)
-    if cache is None:
-        cache = defaultdict(list)
-        facts = ctx.torch
-        for node in iter_nodes(ctx.module, skip_defs=False):  # the fast read-only walk
-            kind = node.__class__  # (LibCST's node classes have no subclasses)
-            if kind is cst.Assign:
-                for t in node.targets:
-                    for name in target_names(t.target):
-                        cache[name].append((facts.enclosing_function(node), node))
-            elif kind is cst.AnnAssign and node.value is not None:
-                for name in target_names(node.target):
-                    cache[name].append((facts.enclosing_function(node), node))
-        ctx._speedlint_binds = cache  # type: ignore[attr-defined]
-    return cache
+    return ctx.provider(_binds)
+
+
+def _binds(ctx: FileContext) -> Dict[str, List[Tuple[Optional[cst.FunctionDef], cst.CSTNode]]]:
+    """Per name, the assignments to it (and the function each is in), anywhere in the file."""
+    binds: Dict[str, List[Tuple[Optional[cst.FunctionDef], cst.CSTNode]]] = defaultdict(list)
+    facts = ctx.torch
+    for node in iter_nodes(ctx.module, skip_defs=False):  # the fast read-only walk
+        kind = node.__class__  # (LibCST's node classes have no subclasses)
+        if kind is cst.Assign:
+            for t in node.targets:
+                for name in target_names(t.target):
+                    binds[name].append((facts.enclosing_function(node), node))
+        elif kind is cst.AnnAssign and node.value is not None:
+            for name in target_names(node.target):
+                binds[name].append((facts.enclosing_function(node), node))
+    return binds
 
 
 def target_names(t: cst.BaseExpression) -> Iterable[str]:
@@ -488,10 +496,12 @@ def _is_store(ctx: FileContext, node: cst.CSTNode) -> bool:
 
 
 def autocasts(ctx: FileContext) -> List[Tuple[cst.CSTNode, cst.Call]]:
-    """(`with` statement or decorated function, autocast call) everywhere in the file."""
-    cache = getattr(ctx, "_speedlint_autocasts", None)
-    if cache is not None:
-        return cache
+    """(`with` statement or decorated function, autocast call) everywhere in the file (a
+    provider: found once per file)."""
+    return ctx.provider(_autocasts)
+
+
+def _autocasts(ctx: FileContext) -> List[Tuple[cst.CSTNode, cst.Call]]:
     out: List[Tuple[cst.CSTNode, cst.Call]] = []
     bound: Dict[str, cst.Call] = {}  # `ctx = nullcontext() if cpu else torch.autocast(...)`
     facts = ctx.torch
@@ -523,7 +533,6 @@ def autocasts(ctx: FileContext) -> List[Tuple[cst.CSTNode, cst.Call]]:
                     name = dotted(target)
                     if name in bound:
                         out.append((node, bound[name]))
-    ctx._speedlint_autocasts = out  # type: ignore[attr-defined]
     return out
 
 

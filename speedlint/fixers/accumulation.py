@@ -67,10 +67,19 @@ class _Fail(Exception):
 
 
 def plan(ctx: FileContext, steps: int = 1) -> Dict[Loop, StepPlan]:
-    key = f"_speedlint_acc_plan_{steps}"
-    cached = getattr(ctx, key, None)
-    if cached is not None:
-        return cached
+    """The accumulation rewrite of each training step of the file, for `steps` batches per
+    update (made once per file and count)."""
+    made = ctx.provider(_plans_by_steps)
+    if steps not in made:
+        made[steps] = _plan(ctx, steps)
+    return made[steps]
+
+
+def _plans_by_steps(ctx: FileContext) -> Dict[int, Dict[Loop, StepPlan]]:
+    return {}
+
+
+def _plan(ctx: FileContext, steps: int) -> Dict[Loop, StepPlan]:
     plans: Dict[Loop, StepPlan] = {}
     knob = _Knob(ctx, steps)
     for loop in sorted(ctx.torch.step_loops, key=lambda n: ctx.torch.order.get(n, 0)):
@@ -82,7 +91,6 @@ def plan(ctx: FileContext, steps: int = 1) -> Dict[Loop, StepPlan]:
             except _Fail as exc:
                 p.reason = str(exc)
         plans[loop] = p
-    setattr(ctx, key, plans)
     return plans
 
 

@@ -94,9 +94,11 @@ class _Fail(Exception):
 
 
 def plan(ctx: FileContext) -> Dict[Loop, StepPlan]:
-    cached = getattr(ctx, "_speedlint_amp_plan", None)
-    if cached is not None:
-        return cached
+    """The AMP rewrite of each training step of the file (a provider: made once per file)."""
+    return ctx.provider(_plan)
+
+
+def _plan(ctx: FileContext) -> Dict[Loop, StepPlan]:
     plans: Dict[Loop, StepPlan] = {}
     scaler_names: Dict[str, str] = {}
     for loop in sorted(ctx.torch.step_loops, key=lambda n: ctx.torch.order.get(n, 0)):
@@ -135,7 +137,6 @@ def plan(ctx: FileContext) -> Dict[Loop, StepPlan]:
             ):
                 p.anchor = _forward_anchor(ctx, branch, branch.orelse.body)  # the FP32 forward that runs on the GPU
         plans[loop] = p
-    ctx._speedlint_amp_plan = plans  # type: ignore[attr-defined]
     return plans
 
 

@@ -151,10 +151,11 @@ def plan_loader(ctx: FileContext, call: cst.Call) -> Optional[LoaderPlan]:
 
 
 def plan(ctx: FileContext) -> ModulePlan:
-    """What the codemod would do to this module (cached on the context)."""
-    cached = ctx.__dict__.get("_speedlint_dataloader_plan")
-    if cached is not None:
-        return cached
+    """What the codemod would do to this module (a provider: made once per file)."""
+    return ctx.provider(_plan)
+
+
+def _plan(ctx: FileContext) -> ModulePlan:
     facts = loader_facts(ctx)
     result = ModulePlan()
     for call in facts.calls:
@@ -174,7 +175,6 @@ def plan(ctx: FileContext) -> ModulePlan:
                 if at_import.get(id(p)):
                     p.reason = result.reason
             result.reason = ""
-    ctx.__dict__["_speedlint_dataloader_plan"] = result
     return result
 
 

@@ -175,9 +175,13 @@ class DataLoaderSyncLoading(Rule):
         if reason:
             self.report(keyword_anchor(workers, node), f"{message} (not rewritten: {reason})", fix=Fix.advice(f"Set `num_workers` from the CPU count by hand: {reason}"))
             return
-        settings, seeds = self.ctx.settings, self.ctx.seeds
+        ctx = self.ctx
         title = "Load batches in worker processes (num_workers from the CPU count"
         if module_plan.guard_from is not None:
             title += "; adds an `if __name__ == \"__main__\":` guard"
         title += ")"
-        self.report(keyword_anchor(workers, node), message, fix=Fix(title, UNSAFE, fixer=lambda module, ctx=self.ctx: tune_module(module, settings, seeds, ctx)))
+
+        def tune(module: cst.Module) -> cst.Module:  # (on this context when it is the module's: planned already)
+            return tune_module(module, ctx.settings, ctx.seeds, ctx)
+
+        self.report(keyword_anchor(workers, node), message, fix=Fix(title, UNSAFE, fixer=tune))
