@@ -44,8 +44,6 @@ class Analysis:
     diagnostics: List[Diagnostic] = field(default_factory=list)
 
 
-
-
 def summarize_and_prelook(
     text: str, rules: Sequence[Type[Rule]], shared: Optional[Dict[Any, Any]] = None
 ) -> Tuple[Optional[dict], Optional[List[Type[Rule]]]]:

@@ -168,7 +168,7 @@ def _fewer_collections() -> Iterator[None]:
     set aside (`gc.freeze`: the summaries and seeds already made, which the collector would
     otherwise walk on every full collection) and collections are rarer (summarising and
     parsing allocate much and free it by reference counting). On the library corpus with
-    `--jobs 1` (everything in this process): 98 -> 71 s."""
+    `--jobs 1` (everything in this process): 102 -> 75 s."""
     threshold = gc.get_threshold()
     gc.freeze()
     gc.set_threshold(*_WORKER_GC)

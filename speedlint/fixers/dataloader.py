@@ -404,10 +404,10 @@ def _tune(ctx: FileContext) -> Tuple[cst.Module, List[ImportSpec]]:
 
 def tune_module(module: cst.Module, settings: Optional[Settings] = None, seeds: Any = None, ctx: Optional[FileContext] = None) -> cst.Module:
     """The codemod on a parsed module (the fixer of SPD101; `seeds`: the program's facts about
-    the file, as the rule saw them; `ctx`: the rule's context, used when it is `module`'s: its
-    plan is made already). Run here rather than through LibCST's `transform_module`, which
+    the file, as the rule saw them; `ctx`: the rule's context, when it is `module`'s: its plan
+    is made already). Run here rather than through LibCST's `transform_module`, which
     copies the whole tree first (for metadata the codemod does not use)."""
-    if ctx is None or ctx.module is not module:
+    if ctx is None:
         ctx = FileContext("<codemod>", module.code, module, settings or Settings(), seeds)
     tuned, imports = _tune(ctx)
     if tuned is module:

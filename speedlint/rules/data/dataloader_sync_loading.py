@@ -175,13 +175,13 @@ class DataLoaderSyncLoading(Rule):
         if reason:
             self.report(keyword_anchor(workers, node), f"{message} (not rewritten: {reason})", fix=Fix.advice(f"Set `num_workers` from the CPU count by hand: {reason}"))
             return
-        ctx = self.ctx
+        settings, seeds, ctx, planned = self.ctx.settings, self.ctx.seeds, self.ctx, self.ctx.module
         title = "Load batches in worker processes (num_workers from the CPU count"
         if module_plan.guard_from is not None:
             title += "; adds an `if __name__ == \"__main__\":` guard"
         title += ")"
 
         def tune(module: cst.Module) -> cst.Module:  # (on this context when it is the module's: planned already)
-            return tune_module(module, ctx.settings, ctx.seeds, ctx)
+            return tune_module(module, settings, seeds, ctx if module is planned else None)
 
         self.report(keyword_anchor(workers, node), message, fix=Fix(title, UNSAFE, fixer=tune))
