@@ -216,3 +216,108 @@ def test_training_file_keeps_every_loop() -> None:
     """)
     assert _precondition(text)
     assert _findings(text, prelook=True) == _findings(text, prelook=False) != []
+
+
+# -- where a loop may run hot: a file with a training step (`_Index.may_run_hot`) --------------------
+TRAIN = HEADER + """\
+def train(model, loader, opt):
+    for x, y in loader:
+        x = x.to("cuda")
+        x = STEP_CALL
+        loss = model(x).sum()
+        loss.backward()
+        opt.step()
+
+
+def normalize(x):
+    x = x.flatten(1)
+    return torch.stack([(row - row.mean()) / (row.std() + 1e-6) for row in x])
+"""
+
+
+def _train(step_call: str, tail: str = "") -> str:
+    return TRAIN.replace("STEP_CALL", step_call) + textwrap.dedent(tail)
+
+
+def _seeded_findings(text: str, seeds, prelook: bool):  # type: ignore[no-untyped-def]
+    return [(f.code, f.line, f.message) for f in analyze_text(text, "m.py", [RULE], SETTINGS, prelook=prelook, seeds=seeds).findings]
+
+
+def _seeds(kind: str, ordinal: int):  # type: ignore[no-untyped-def]
+    from speedlint.analyzer.program.seeds import FileSeeds, Hop
+
+    return FileSeeds(functions={ordinal: {kind: (Hop("run.py", 3, "normalize(...)"),)}})
+
+
+def _seeded_precondition(text: str, seeds) -> bool:  # type: ignore[no-untyped-def]
+    facts = AstFacts(ast.parse(text), text)
+    facts.seed(seeds)
+    return bool(RULE.ast_precondition(facts))  # type: ignore[attr-defined]
+
+
+def test_helper_the_step_calls_is_kept() -> None:
+    """A function a loop calls may be the training step's: its batch loop is looked at."""
+    text = _train("normalize(x)")
+    assert _precondition(text)
+    assert _findings(text, prelook=True) == _findings(text, prelook=False) != []
+
+
+def test_helper_nothing_hot_runs_is_spared() -> None:
+    """The same batch loop in a function that no loop, hook or model code of the file runs (and
+    the whole program does not make hot): it runs once, not per step; no parse for SPD501."""
+    text = _train("x * 2", tail="""
+
+        if __name__ == "__main__":
+            print(normalize(torch.ones(2, 2)))
+    """)
+    assert not _precondition(text)
+    assert _findings(text, prelook=False) == []  # the rule agrees
+
+
+def test_loop_nested_in_a_while_step_is_kept() -> None:
+    """A batch loop inside the step loop itself (here a `while`): looked at."""
+    text = HEADER + textwrap.dedent("""\
+        def train(model, batches, opt):
+            while True:
+                x = next(batches).to("cuda").flatten(1)
+                x = torch.stack([(row - row.mean()) / (row.std() + 1e-6) for row in x])
+                model(x).sum().backward()
+                opt.step()
+    """)
+    assert _precondition(text)
+    assert _findings(text, prelook=True) == _findings(text, prelook=False) != []
+
+
+def test_function_the_program_runs_per_step_is_kept() -> None:
+    """The whole program runs `normalize` (ordinal 1) on every training step from another
+    module: its loop is looked at; run per sample instead, it is not (dataset code is per
+    sample by design)."""
+    text = _train("x * 2")
+    per_step, per_sample = _seeds("step", 1), _seeds("sample", 1)
+    assert _seeded_precondition(text, per_step)
+    assert _seeded_findings(text, per_step, prelook=True) == _seeded_findings(text, per_step, prelook=False) != []
+    assert not _seeded_precondition(text, per_sample)
+    assert _seeded_findings(text, per_sample, prelook=False) == []
+
+
+def test_only_the_constructed_class_init_is_model_code() -> None:
+    """`forward` building `Box(...)` runs `Box.__init__`, not the `__init__` of every class."""
+    text = _model("""
+        return Box(x).x
+    """, extra="""
+        class Box:
+            def __init__(self, x):
+                self.x = x
+
+
+        class Table:
+            def __init__(self, x):
+                for i in range(x.size(0)):
+                    x[i] = x[i] * 2
+                self.x = x
+    """)
+    assert not _precondition(text)
+    assert _findings(text, prelook=False) == []
+    kept = text.replace("return Box(x).x", "return Table(x).x")
+    assert _precondition(kept)
+    assert _findings(kept, prelook=True) == _findings(kept, prelook=False)

@@ -1,6 +1,8 @@
 """The fields of `ast` node classes that a walk follows, for the explicit-stack walks of the
 pre-look (`prelook._Walk`, `prelook_batch._Index`) and the summaries' own walks: several times
-faster than `ast.walk`. Each walk has its `FieldTable`: the fields it skips differ."""
+faster than `ast.walk`. Each walk has its `FieldTable`: the fields it skips differ. And where a
+node starts in source order (`source_start`), which numbers functions and loops the way LibCST's
+preorder does."""
 
 from __future__ import annotations
 
@@ -26,3 +28,14 @@ class FieldTable(Dict[type, Tuple[str, ...]]):
 LEAVES = frozenset({type(None), str, ast.Constant, ast.Load, ast.Store, ast.Del})
 #: `ast` class -> the fields that may hold child nodes (not its context or type comment)
 FIELDS = FieldTable(frozenset({"ctx", "type_comment"}))
+
+
+def source_start(node: ast.AST) -> Tuple[int, int]:
+    """Where `node` starts in the source, its decorators included: sorting functions or loops by
+    it numbers them in source order, as LibCST's preorder walk meets them (the program's
+    function and loop ordinals, `FileSeeds`)."""
+    decorators = getattr(node, "decorator_list", None)
+    if decorators:
+        first = decorators[0]
+        return (first.lineno, first.col_offset - 1)  # the `@` is one column to the left
+    return (node.lineno, node.col_offset)  # type: ignore[attr-defined]

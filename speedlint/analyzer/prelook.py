@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple
 
 from speedlint.analyzer.ast_fields import FIELDS, LEAVES
 from speedlint.analyzer.frameworks.hooks import BATCH_HOOKS, HOOK_CLASSES
-from speedlint.analyzer.prelook_batch import batch_loop_candidates
+from speedlint.analyzer.prelook_batch import BatchLoops, batch_loop_candidates
 from speedlint.analyzer.pyparse import parse_quietly
+from speedlint.analyzer.program.schema import EVAL, STEP
 from speedlint.analyzer.textscan import FIRST_ARG_GROWERS, has_word, has_word_then, may_grow, may_use_gpu, word_ends
 from speedlint.analyzer.vocabulary import EVAL_NAME, INFERENCE_VERB
 from speedlint.analyzer.vocabulary import GRAD_OFF_NAMES as _GRAD_OFF
@@ -475,6 +476,8 @@ class AstFacts:
         self.known_valid = False
         #: hotness kinds the whole program gives the file's functions; its code runs on a GPU
         self._seeded_kinds: FrozenSet[str] = frozenset()
+        #: the ordinals of the functions the whole program runs per step or evaluation batch
+        self._seeded_batch_functions: FrozenSet[int] = frozenset()
         self._seeded_gpu = False
         self._passes_loader_workers = False
         #: the keys of `FileSeeds.project` the whole program gives the file
@@ -485,6 +488,7 @@ class AstFacts:
         training step, evaluation loop or dataset, yet its functions run in one elsewhere. (Before
         any question is asked.)"""
         self._seeded_kinds = frozenset(seeds.kinds)
+        self._seeded_batch_functions = frozenset(i for i, kinds in seeds.functions.items() if STEP in kinds or EVAL in kinds)
         self._seeded_gpu = seeds.gpu
         self.seeded_keys = frozenset(seeds.project)
         self._passes_loader_workers = bool(seeds.project.get("loader_helper_calls"))  # (loader_helpers.KEY)
@@ -518,19 +522,21 @@ class AstFacts:
         self._tree = None
 
     @cached_property
-    def _batch_loops(self) -> Tuple[bool, bool]:
+    def _batch_loops(self) -> BatchLoops:
         self.tree  # parsed (or given) on first need
         tree = self._tree
         if tree is None:  # asked after `release_tree`
             tree = parse_quietly(self.text)
-        return batch_loop_candidates(tree, self.text if self._text_checks else None)
+        return batch_loop_candidates(tree, self.text if self._text_checks else None, self._seeded_batch_functions)
 
     def may_loop_over_batch(self, everywhere: bool) -> bool:
-        """Some loop has the shape of a Python loop over a batch (`prelook_batch`): anywhere in
-        the file, or (`everywhere` False) in model code (a `forward`, a loss function, what they
-        call in the file)."""
-        anywhere, in_model_code = self._batch_loops
-        return anywhere if everywhere else in_model_code
+        """Some loop has the shape of a Python loop over a batch (`prelook_batch`): (`everywhere`)
+        in code that may run hot (a training step or evaluation loop of the file, what it calls,
+        a framework hook, model code, a function the whole program runs hot: `seed`), or
+        (`everywhere` False) in model code (a `forward`, a loss function, what they call in the
+        file)."""
+        found = self._batch_loops
+        return found.hot if everywhere else found.in_model
 
     @property
     def names(self) -> FrozenSet[str]:

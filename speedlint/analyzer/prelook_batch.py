@@ -12,7 +12,13 @@ function and the same-file functions they call) and only when the loop has one o
   `enumerate`; `enumerate(...)` whose body fills rows.
 
 `batch_loop_candidates` answers, from a walk of the `ast`, whether some loop has such a shape
-anywhere in the file, and whether one does in model code. Every test here admits at least what
+where it may run hot, and whether one does in model code. A loop may run hot when another loop of
+its function holds it (a training-step or evaluation loop may), or when a function around it may
+run hot: model code, a framework hook (by its name), a function some loop of the file calls, a
+function the whole program runs on every step or evaluation batch (its ordinal, from the seeds),
+and what those call in the file (by name). Anywhere else `_context` answers no: a function
+that nothing hot runs is called once (from the module, or from a function that is not hot),
+however many loops it has. Every test here admits at least what
 the rule admits (it over-approximates), and a few are decided exactly as the rule and its data
 flow decide them, since they are what spares most model files:
 
@@ -31,9 +37,10 @@ from __future__ import annotations
 
 import ast
 from functools import cached_property
-from typing import Dict, Iterator, List, Optional, Set, Tuple, Union
+from typing import AbstractSet, Dict, Iterable, Iterator, List, NamedTuple, Optional, Set, Tuple, Union
 
-from speedlint.analyzer.ast_fields import FIELDS, LEAVES
+from speedlint.analyzer.ast_fields import FIELDS, LEAVES, source_start
+from speedlint.analyzer.frameworks.hooks import BATCH_HOOKS
 from speedlint.analyzer.vocabulary import BATCH_SIZE_NAMES, LOSS_FUNCTION, SEQUENCE_ANNOTATION, TENSOR_ATTRS
 from speedlint.analyzer.vocabulary import dotted_name as _dotted
 
@@ -58,29 +65,44 @@ _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 class _Loop:
     """A loop the rule looks at: its iterable, target and body, its scope (the innermost function
-    around it, else the module) and the functions around it (their ids)."""
+    around it, else the module), the functions around it (their ids) and whether another loop of
+    its scope holds it (`nested`: a `for`, `while` or comprehension around it)."""
 
-    __slots__ = ("node", "it", "target", "body", "scope", "inside")
+    __slots__ = ("node", "it", "target", "body", "scope", "inside", "nested")
 
-    def __init__(self, node: ast.AST, it: ast.expr, target: ast.expr, body: List[ast.AST], scope: Scope, inside: Tuple[int, ...]) -> None:
+    def __init__(self, node: ast.AST, it: ast.expr, target: ast.expr, body: List[ast.AST], scope: Scope, inside: Tuple[int, ...], nested: bool) -> None:
         self.node, self.it, self.target, self.body, self.scope, self.inside = node, it, target, body, scope, inside
+        self.nested = nested
 
 
-def batch_loop_candidates(tree: ast.Module, text: Optional[str]) -> Tuple[bool, bool]:
-    """(a loop anywhere in the file may run over a batch, one in model code may); `text`: the
-    source (None: not at hand)."""
+class BatchLoops(NamedTuple):
+    """Where some loop of a file may run over a batch (`batch_loop_candidates`)."""
+
+    hot: bool  # in code that may run hot (`_Index.may_run_hot`)
+    in_model: bool  # in model code (a `forward`, a loss function, what they call)
+
+
+def batch_loop_candidates(tree: ast.Module, text: Optional[str], seeded: AbstractSet[int] = frozenset()) -> BatchLoops:
+    """Where some loop may run over a batch (see `BatchLoops`); `text`: the source (None: not
+    at hand); `seeded`: the ordinals (source order) of the functions the whole program runs on
+    every training step or evaluation batch (`FileSeeds.functions`)."""
     index = _Index(tree)
     if not index.loops:
-        return False, False
+        return BatchLoops(False, False)
     shapes = _Shapes(text, index)
     model = index.model_functions()
     in_model = [loop for loop in index.loops if not model.isdisjoint(loop.inside)]
     if any(shapes.may_loop_over_batch(loop) for loop in in_model):
-        return True, True
-    return any(shapes.may_loop_over_batch(loop) for loop in index.loops if model.isdisjoint(loop.inside)), False
+        return BatchLoops(True, True)
+    hot = index.hot_functions(seeded)
+    return BatchLoops(any(shapes.may_loop_over_batch(loop) for loop in index.loops if model.isdisjoint(loop.inside) and index.may_run_hot(loop, hot)), False)
 
 
 _END = object()  # marks the end of a function's subtree on the walk's stack
+_END_LOOP = object()  # the end of a loop's subtree
+#: Loops of the rule (`for`, one-generator list and generator comprehensions) and the others a
+#: training step or evaluation may be (`while`) or hold it (every comprehension).
+_LOOPS = frozenset({ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp})
 
 
 def _nodes(roots: List[ast.AST], prune: Tuple[type, ...] = ()) -> Iterator[ast.AST]:
@@ -111,9 +133,11 @@ class _Index:
         self.loops: List[_Loop] = []
         self.functions: Dict[str, List[int]] = {}  # name -> function ids
         self.calls: Dict[int, Set[str]] = {}  # function id -> names it calls (nested functions' calls too)
-        self.classes: Set[str] = set()
+        self.inits: Dict[str, List[int]] = {}  # class name -> the ids of its own `__init__`s
         self.writes: List[ast.AST] = []  # assignments, loop / `with` / walrus targets, `register_buffer` calls
         self.binders: List[ast.AST] = []  # imports and every other binding of a name (`_import_bindings`)
+        self.loop_calls: Set[str] = set()  # names called inside some loop (of any scope)
+        self.defs: List[ast.AST] = []  # the functions (walk order)
         self._walk(tree)
 
     def _walk(self, tree: ast.Module) -> None:
@@ -121,6 +145,10 @@ class _Index:
         scopes: List[Scope] = [tree]
         open_fns: List[int] = []
         inside: Tuple[int, ...] = ()
+        depth = 0  # loops open in the current scope
+        depths: List[int] = []  # the enclosing scopes' `depth`s
+        open_loops = 0  # loops open in any scope
+        loop_calls = self.loop_calls
         stack: list = [tree]  # type: ignore[type-arg]
         pop, push, extend = stack.pop, stack.append, stack.extend
         AST, leaves = ast.AST, LEAVES
@@ -135,6 +163,11 @@ class _Index:
                 scopes.pop()
                 open_fns.pop()
                 inside = tuple(open_fns)
+                depth = depths.pop()
+                continue
+            if node is _END_LOOP:
+                depth -= 1
+                open_loops -= 1
                 continue
             if kind is Name:
                 if node.ctx.__class__ is not ast.Load:
@@ -149,30 +182,40 @@ class _Index:
                 if name is not None:
                     for fid in open_fns:
                         calls[fid].add(name)
+                    if open_loops:
+                        loop_calls.add(name)
                     if name == "register_buffer":
                         writes.append(node)
             elif kind in defs:
                 fid = id(node)
                 self.functions.setdefault(node.name, []).append(fid)
+                self.defs.append(node)
                 calls[fid] = set()
                 binders.append(node)
                 push(_END)
                 scopes.append(node)
                 open_fns.append(fid)
                 inside = tuple(open_fns)
-            elif kind is ast.For or kind is ast.AsyncFor:
-                loops.append(_Loop(node, node.iter, node.target, node.body, scopes[-1], inside))
-                writes.append(node)
-            elif kind is ast.ListComp or kind is ast.GeneratorExp:
-                comp = node.generators
-                if len(comp) == 1 and not comp[0].ifs:
-                    loops.append(_Loop(node, comp[0].iter, comp[0].target, [node.elt], scopes[-1], inside))
+                depths.append(depth)
+                depth = 0
+            elif kind in _LOOPS:
+                if kind is ast.For or kind is ast.AsyncFor:
+                    loops.append(_Loop(node, node.iter, node.target, node.body, scopes[-1], inside, depth > 0))
+                    writes.append(node)
+                elif kind is ast.ListComp or kind is ast.GeneratorExp:
+                    comp = node.generators
+                    if len(comp) == 1 and not comp[0].ifs:
+                        loops.append(_Loop(node, comp[0].iter, comp[0].target, [node.elt], scopes[-1], inside, depth > 0))
+                push(_END_LOOP)  # below its children: popped once they are walked
+                depth += 1
+                open_loops += 1
             elif kind is ast.Assign or kind is ast.AnnAssign or kind is ast.AugAssign or kind is ast.NamedExpr:
                 writes.append(node)
             elif kind is ast.comprehension or kind is ast.withitem:
                 writes.append(node)
             elif kind is ast.ClassDef:
-                self.classes.add(node.name)
+                inits = self.inits.setdefault(node.name, [])
+                inits.extend(id(f) for f in node.body if f.__class__ in defs and f.name == "__init__")
                 binders.append(node)
             elif kind is ast.Import or kind is ast.ImportFrom or kind is ast.arg or kind is ast.ExceptHandler:
                 binders.append(node)
@@ -185,9 +228,38 @@ class _Index:
 
     def model_functions(self) -> Set[int]:
         """The ids of the functions named `forward` or like a loss, and of every function they
-        may call in the file (by name: `f(...)`, `x.f(...)`, a class's `__init__` for `C(...)`)."""
+        may call in the file (`_closure`)."""
+        return self._closure(name for name in self.functions if name == "forward" or LOSS_FUNCTION.search(name))
+
+    def hot_functions(self, seeded: AbstractSet[int] = frozenset()) -> Set[int]:
+        """The ids of the functions that may run hot, and of every function they may call in the
+        file (by name): model code, a framework's per-batch hook (by its name), whatever a loop
+        calls (a training-step or evaluation loop's callees), and the functions of the ordinals
+        `seeded` (the whole program runs them hot). What the torch facts' step and evaluation
+        functions, hooks and model code can be."""
+        names = [
+            name for name in self.functions
+            if name == "forward" or LOSS_FUNCTION.search(name) or name in BATCH_HOOKS or name in self.loop_calls
+        ]
+        defs = sorted(self.defs, key=source_start) if seeded else []
+        return self._closure(names, [id(defs[i]) for i in seeded if i < len(defs)])
+
+    @staticmethod
+    def may_run_hot(loop: _Loop, hot: Set[int]) -> bool:
+        """Whether the rule's `_context` may place `loop` in hot code without the whole program:
+        another loop of its function holds it (a training-step or evaluation loop may), or a
+        function around it is in `hot` (`hot_functions`). Otherwise every question of `_context`
+        answers no: its own step or evaluation loop is no batch loop, and a function nothing hot
+        runs is a step, evaluation or model function only through another module."""
+        return loop.nested or not hot.isdisjoint(loop.inside)
+
+    def _closure(self, roots: Iterable[str], more: Iterable[int] = ()) -> Set[int]:
+        """The ids of the functions named `roots` and of the functions `more`, and of every
+        function they may call in the file (by name: `f(...)`, `x.f(...)`, and for `C(...)` the
+        `__init__` defined in a class named `C`, as the torch facts resolve calls)."""
         by_name = self.functions
-        todo = [fid for name, fids in by_name.items() if name == "forward" or LOSS_FUNCTION.search(name) for fid in fids]
+        todo = [fid for name in roots for fid in by_name[name]]
+        todo.extend(more)
         seen: Set[int] = set()
         while todo:
             fid = todo.pop()
@@ -196,8 +268,7 @@ class _Index:
             seen.add(fid)
             for name in self.calls[fid]:
                 todo.extend(by_name.get(name, ()))
-                if name in self.classes:
-                    todo.extend(by_name.get("__init__", ()))
+                todo.extend(self.inits.get(name, ()))  # `C(...)` runs the `__init__` of `C`
         return seen
 
 

@@ -13,7 +13,7 @@ import ast
 import re
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from speedlint.analyzer.ast_fields import FieldTable
+from speedlint.analyzer.ast_fields import FieldTable, source_start
 from speedlint.analyzer.configs.summary import config_summary, walk
 from speedlint.analyzer.program.loader_summary import loader_summary
 from speedlint.analyzer.program.summary_guards import branches, interval_predicates, skips_rest
@@ -309,14 +309,6 @@ def _is_grad_off(expr: ast.AST) -> bool:
     return says_grad_off(d.rsplit(".", 1)[-1])
 
 
-def _start(node: ast.AST) -> Tuple[int, int]:
-    decorators = getattr(node, "decorator_list", None)
-    if decorators:
-        first = decorators[0]
-        return (first.lineno, first.col_offset - 1)  # the `@` is one column to the left
-    return (node.lineno, node.col_offset)  # type: ignore[attr-defined]
-
-
 class _Summarizer:
     """One walk of a module's `ast`: functions (with the module body as function -1), loops, calls."""
 
@@ -358,10 +350,10 @@ class _Summarizer:
     def run(self) -> Dict[str, Any]:
         self._block(self.tree.body, self.module, None, loop=-1, guarded=0, handler=False, grad_off=False)
         # functions and loops are numbered in source order (what LibCST's preorder gives)
-        order = sorted(range(len(self.functions)), key=lambda i: _start(self._fn_nodes[i]))
+        order = sorted(range(len(self.functions)), key=lambda i: source_start(self._fn_nodes[i]))
         rank = {old: new for new, old in enumerate(order)}
         self.functions = [self.functions[i] for i in order]
-        loop_order = sorted(range(len(self._loop_nodes)), key=lambda i: _start(self._loop_nodes[i]))
+        loop_order = sorted(range(len(self._loop_nodes)), key=lambda i: source_start(self._loop_nodes[i]))
         loop_rank = {old: new for new, old in enumerate(loop_order)}
         for fn in [self.module, *self.functions]:
             for lp in fn["loops"]:
