@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -313,3 +314,39 @@ def test_check_and_fix_never_import_torch():
         "assert 'torch' not in sys.modules, 'torch imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+SYNC_COUNTING = textwrap.dedent(
+    """
+    import json, sys
+    import torch
+
+    done = [0]  # optimizer steps finished (counted after `step()` returns)
+    syncs = []
+    torch.cuda.is_initialized = lambda: True  # as on a GPU: the shim must wait for the queue
+    torch.cuda.synchronize = lambda *a, **k: syncs.append(done[0] + 1)  # the step it waits in
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    try:
+        for _ in range(50):
+            opt.zero_grad()
+            model(torch.ones(2, 4)).sum().backward()
+            opt.step()
+            done[0] += 1
+    finally:
+        with open(sys.argv[1], "w") as fh:
+            json.dump(syncs, fh)
+    """
+)
+
+
+def test_shim_waits_for_the_gpu_only_where_the_rate_is_measured(tmp_path):
+    """On a GPU the rate's two timestamps (the last warm-up step, the last step) are taken once
+    the queued work is done, and no other step waits (which would slow the script down)."""
+    script = tmp_path / "train.py"
+    script.write_text(SYNC_COUNTING)
+    record = tmp_path / "syncs.json"
+    opts = hv.VerifyOptions(script=script, steps=4, warmup=3, repeats=1, timeout=120.0)
+    run = hv.run_once(script, [str(record)], tmp_path, dict(os.environ), tmp_path, "before", 0, opts)
+    assert run.status == "stopped" and run.steps == 7, run
+    assert json.loads(record.read_text()) == [3, 7]

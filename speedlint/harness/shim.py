@@ -5,6 +5,8 @@
 CONFIG.json holds {"out": path, "seed": int, "warmup": int, "steps": int}. The shim
 - seeds `random`, `numpy` and `torch` with the same seed before the script starts;
 - counts optimizer steps through torch's global optimizer step post-hook and timestamps each;
+  on a GPU it waits for the queued work (`torch.cuda.synchronize`) at the two steps the rate is
+  measured between (the last warm-up step and the last step), and at no other;
 - records the loss of each backward pass (the unscaled loss when a GradScaler scaled it) and
   sums them per optimizer step (so accumulation compares per optimizer step);
 - times how long the script waits on DataLoader iterators (`__next__`);
@@ -73,9 +75,16 @@ def _install_torch_hooks() -> None:
     except Exception:
         pass
 
-    total = _config["warmup"] + _config["steps"]
+    warmup = _config["warmup"]
+    total = warmup + _config["steps"]
 
     def step_hook(optimizer, args, kwargs):  # type: ignore[no-untyped-def]
+        step = len(STATE["step_times"]) + 1
+        if (step == warmup or step == total) and torch.cuda.is_initialized():
+            # The rate is measured between these two steps' timestamps: on a GPU, the work
+            # queued by then must be done, or a script that never syncs would be timed by how
+            # fast it queues kernels, not by how fast they run.
+            torch.cuda.synchronize()
         now = time.perf_counter()
         STATE["step_times"].append(now)
         STATE["data_wait"].append(_wait[0])
