@@ -438,13 +438,13 @@ def _forward_range(ctx: FileContext, stmt: cst.SimpleStatementLine) -> Tuple[cst
             lo = i + 1
             break
     hi = k
-    for i in range(lo, hi):  # the forward starts after the last zero_grad() before backward
+    while hi > lo and _is_prep(ctx, body[hi - 1], trailing=True):
+        hi -= 1  # `loss = ...; optimizer.zero_grad(); loss.backward()`: the forward ends before it
+    for i in range(lo, hi):  # the forward starts after the last zero_grad() before it
         if _is_prep(ctx, body[i], trailing=True):
             lo = i + 1
     while lo < hi and _is_prep(ctx, body[lo]):
         lo += 1
-    while hi > lo and _is_prep(ctx, body[hi - 1], trailing=True):
-        hi -= 1
     if lo >= hi or not any(calls_in(ctx, s) for s in body[lo:hi]):
         raise _Fail("no forward/loss statements found before backward()")
     loss = dotted(stmt.body[0].value.func.value)  # type: ignore[attr-defined]
