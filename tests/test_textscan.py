@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+from conftest import FIXTURES
 from speedlint.analyzer.frameworks import hf_facts
 from speedlint.analyzer.textscan import _GPU_HINT, has_word, has_word_then, may_grow, may_use_gpu, word_ends
 
@@ -173,3 +174,37 @@ PRECISION_TEXTS = [
 def test_precision_facts_are_their_regexes(text):
     assert hf_facts._switches_tf32(text) == (hf_facts._TF32.search(text) is not None)
     assert hf_facts._reduces_precision(text) == (hf_facts._REDUCED.search(text) is not None)
+
+
+#: TF32 named where it switches nothing on: a docstring, a comment, a string (SPD304 still fires).
+TF32_NOT_IN_CODE = [
+    '"""Call torch.set_float32_matmul_precision("high") before training."""\nx = 1\n',
+    "# torch.backends.cuda.matmul.allow_tf32 = True\nx = 1\n",
+    'print(f"tf32={flag}")\n',
+    "HELP = 'tf32: switch TF32 on'\n",
+]
+
+
+@pytest.mark.parametrize("text", TF32_NOT_IN_CODE)
+def test_tf32_named_outside_the_code_switches_nothing_on(text):
+    assert hf_facts._TF32.search(text) is not None  # the text alone would say so
+    assert not hf_facts._switches_tf32(text)
+    assert "tf32" not in hf_facts.summary_facts(text)
+
+
+def test_spd304_fires_when_only_a_docstring_names_the_setting():
+    from speedlint.analyzer.config import Settings
+    from speedlint.analyzer.engine import analyze_text
+    from speedlint.analyzer.registry import select_rules
+
+    code = (FIXTURES / "rules" / "SPD304.py").read_text()
+    advised = code.replace('"""Image classifier', '"""Call `torch.set_float32_matmul_precision("high")` first. Image classifier', 1)
+    assert advised != code
+    rules = select_rules(("SPD304",))
+
+    def lines(text):
+        return [f.line for f in analyze_text(text, "train.py", rules, Settings(select=("SPD304",))).findings]
+
+    assert lines(advised) == lines(code) != []
+    switched = advised.replace("import argparse\n", "import argparse\n\nimport torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n", 1)
+    assert lines(switched) == []  # in the code, it does switch TF32 on

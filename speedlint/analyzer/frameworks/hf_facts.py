@@ -1,7 +1,8 @@
 """What the Hugging Face / accelerate knowledge reads from a file's text at summary time (no
 LibCST: the summaries and the program's link, warm runs included, import this and nothing heavier).
 
-* `summary_facts(text)`: per file (cached with the summary): TF32 switched on, accelerate used,
+* `summary_facts(text)`: per file (cached with the summary): TF32 switched on (in the code: a
+  comment or docstring that names the setting switches nothing on), accelerate used,
   reduced-precision weights or FSDP policies, arguments parsed from a file;
 * the project-fact keys the program model writes (`FileSeeds.project`) and the knob states.
 """
@@ -52,8 +53,33 @@ def summary_facts(text: str) -> Dict[str, Any]:
 
 
 def _switches_tf32(text: str) -> bool:
-    """`_TF32.search(text) is not None`, exactly: one of its parts matches."""
-    return "set_float32_matmul_precision" in text or "allow_tf32" in text or matches_at(text, "tf32", _TF32_SET)
+    """`_TF32` matches the code of `text`, not only its comments or strings (a docstring that
+    advises `set_float32_matmul_precision` switches nothing on)."""
+    if not ("set_float32_matmul_precision" in text or "allow_tf32" in text or matches_at(text, "tf32", _TF32_SET)):
+        return False
+    return _tf32_in_code(text)
+
+
+def _tf32_in_code(text: str) -> bool:
+    """Some name token of the code holds `set_float32_matmul_precision` or `allow_tf32`, or is
+    `tf32` followed by `=` or `:` (what `_TF32` matches, outside comments and strings). True when
+    the text cannot be tokenized (the text match stands)."""
+    import io
+    import tokenize
+
+    NAME, OP = tokenize.NAME, tokenize.OP
+    tf32 = False  # the token before was the name `tf32`
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            kind, word = tok.type, tok.string
+            if tf32 and kind == OP and word[0] in "=:":
+                return True
+            tf32 = kind == NAME and word == "tf32"
+            if kind == NAME and ("set_float32_matmul_precision" in word or "allow_tf32" in word):
+                return True
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        return True
+    return False
 
 
 def _reduces_precision(text: str) -> bool:
