@@ -285,6 +285,8 @@ def _plan_step(ctx: FileContext, p: StepPlan, backwards: List[cst.Call], scaler_
     for c in clips:
         if statement_line(ctx, c) is None or not isinstance(block_of(ctx, statement_line(ctx, c)), cst.IndentedBlock):
             raise _Fail("gradient clipping is not a statement of its own")
+    early, covered = _gradient_users(ctx, stmts, opt_steps)
+    clips = [c for c in clips if not _runs_in(ctx, c, covered)]
     use_ref = site.use_ref
 
     def apply(e: Edits) -> None:
@@ -305,6 +307,8 @@ def _plan_step(ctx: FileContext, p: StepPlan, backwards: List[cst.Call], scaler_
             nxt = [s for s in opt_steps if ctx.torch.is_before(c, s)]
             opt = receiver(nxt[0] if nxt else opt_steps[-1])
             e.before[statement_line(ctx, c)].append(parse_stmt(f"{use_ref}.unscale_({opt})\n"))
+        for stmt, opt in early:
+            e.before[stmt].append(parse_stmt(f"{use_ref}.unscale_({opt})\n"))
         new_lines = [parse_stmt(device_stmt + "\n")] if device_stmt else []
         if dtype_stmt is not None and dtype_stmt[0] == "site":
             new_lines.append(parse_stmt(dtype_stmt[1] + "\n"))
@@ -424,6 +428,93 @@ _NOT_FORWARD_NAMES = frozenset({
     "dict", "tuple", "set", "min", "max", "sum", "abs", "zip", "enumerate", "sorted", "iter", "next", "type",
     "round", "any", "all", "map", "filter", "open", "super",
 })
+
+
+def _gradient_users(
+    ctx: FileContext, backwards: List[cst.SimpleStatementLine], opt_steps: List[cst.Call]
+) -> Tuple[List[Tuple[cst.BaseStatement, str]], set]:
+    """Where the gradients must be unscaled before an optimizer step: the first statement between
+    a `backward()` and the `optimizer.step()` of the same block that may read or change the
+    gradients (`_uses_gradients`: a clip, `.grad`, a method of the model or the model handed to a
+    helper, as `model.do_gradient_ops()` clipping in another module). Returns ((statement, the
+    optimizer), ...) and the statements from there to the step (one `unscale_` covers the clips
+    among them: a second one per step is an error)."""
+    models = _model_names(ctx)
+    early: List[Tuple[cst.BaseStatement, str]] = []
+    covered: set = set()
+    for c in opt_steps:
+        step = expr_statement(ctx, c)
+        block = block_of(ctx, step) if step is not None else None
+        if step is None or not isinstance(block, cst.IndentedBlock):
+            continue
+        body = list(block.body)
+        at = body.index(step)
+        before = [body.index(b) for b in backwards if block_of(ctx, b) is block and body.index(b) < at]
+        if not before:
+            continue
+        between = body[max(before) + 1 : at]
+        first = next((i for i, stmt in enumerate(between) if _uses_gradients(ctx, stmt, models)), None)
+        if first is None:
+            continue
+        early.append((between[first], receiver(c)))  # type: ignore[arg-type]
+        covered.update(between[first:])
+    return early, covered
+
+
+def _runs_in(ctx: FileContext, node: cst.CSTNode, stmts: set) -> bool:
+    """`node` is inside one of `stmts`, or in a same-file function that they run."""
+    facts = ctx.torch
+    if any(facts.contains(s, node) for s in stmts):
+        return True
+    fn = facts.enclosing_function(node)
+    if fn is None:
+        return False
+    todo = [f for c in facts.calls if any(facts.contains(s, c) for s in stmts) for f in facts.resolve_call(c)]
+    seen: set = set()
+    while todo:
+        f = todo.pop()
+        if f is fn:
+            return True
+        if f not in seen:
+            seen.add(f)
+            todo.extend(facts.units[f].callees)
+    return False
+
+
+def _model_names(ctx: FileContext) -> FrozenSet[str]:
+    """The objects whose parameters the file hands out (`model.parameters()`,
+    `self.net.named_parameters()`): the models whose gradients an optimizer steps."""
+    names = set()
+    for c in ctx.torch.calls:
+        func = c.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("parameters", "named_parameters"):
+            name = dotted(func.value)
+            if name:
+                names.add(name)
+    return frozenset(names)
+
+
+def _uses_gradients(ctx: FileContext, stmt: cst.CSTNode, models: FrozenSet[str]) -> bool:
+    """`stmt` may read or change gradients: a gradient clip, a `.grad`, a method of a model, or a
+    call handed a model (or its parameters)."""
+    found = False
+
+    class V(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            nonlocal found
+            if node.attr.value == "grad":
+                found = True
+
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal found
+            func = node.func
+            if is_clip(ctx, node) or (isinstance(func, cst.Attribute) and dotted(func.value) in models):
+                found = True
+            elif any(dotted(a.value) in models for a in node.args):
+                found = True
+
+    walk.visit(stmt, V())
+    return found
 
 
 def _forward_range(ctx: FileContext, stmt: cst.SimpleStatementLine) -> Tuple[cst.IndentedBlock, cst.CSTNode, cst.CSTNode]:
