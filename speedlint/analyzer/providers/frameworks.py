@@ -291,6 +291,16 @@ def trainer_configs(ctx: Any) -> List[TrainerConfig]:
     return out
 
 
+def trained_configs(ctx: Any, runs: List[TrainerRun]) -> List[TrainerConfig]:
+    """`trainer_configs` when this file trains with them: it builds a trainer (`runs`, a Hydra
+    `instantiate`, a `LightningCLI`) and fits it (a `.fit(` call, or the CLI's own); a trainer that
+    only tests trains nothing."""
+    source = ctx.source
+    if (runs or "instantiate" in source or "LightningCLI" in source) and (".fit(" in source or "LightningCLI" in source):
+        return trainer_configs(ctx)
+    return []
+
+
 # -- metric objects updated per step ------------------------------------------------------------------
 _UNKNOWN = object()
 

@@ -8,7 +8,7 @@ import libcst as cst
 
 from speedlint.analyzer.frameworks._knobs_hf import FP32
 from speedlint.analyzer.frameworks.hf_accelerate import precision_knob, reduced_precision, tf32_enabled
-from speedlint.analyzer.providers.frameworks import trainer_runs
+from speedlint.analyzer.providers.frameworks import trained_configs, trainer_runs
 from speedlint.analyzer.providers.inference import torch_attr
 from speedlint.analyzer.rule import MEDIUM, UNSAFE, Fix, Impact, Rule
 
@@ -84,23 +84,27 @@ class Fp32MatmulPrecisionHighest(Rule):
         level=MEDIUM,
     )
     fixes = (UNSAFE,)
-    triggers = ("backward", "TrainingArguments", "Accelerator", "Trainer", "Fabric")
+    triggers = ("backward", "TrainingArguments", "Accelerator", "Trainer", "Fabric", "LightningCLI")
     ast_precondition = staticmethod(
         lambda facts: (facts.may_use_gpu and (facts.may_have_training_step or facts.text_has_word("TrainingArguments", "Seq2SeqTrainingArguments")))
-        or facts.calls_any("Trainer", "from_argparse_args", "Fabric")
+        or facts.calls_any("Trainer", "from_argparse_args", "Fabric", "instantiate", "LightningCLI")
     )
 
     def visit_Module(self, node: cst.Module) -> None:
         ctx = self.ctx
-        if not ctx.may_use_gpu or not self._torch_turns_tf32_off():
-            return
-        if tf32_enabled(ctx) or reduced_precision(ctx):
+        if not self._torch_turns_tf32_off() or tf32_enabled(ctx) or reduced_precision(ctx):
             return
         runs = trainer_runs(ctx) if any(t in ctx.source for t in ("Trainer", "Fabric")) else []
-        if runs:  # a Lightning `Trainer` / `Fabric` decides the precision
-            if any(run.full_precision is not True for run in runs):
+        # trainer configs of the project that put a trainer built here on a GPU (Hydra, LightningCLI)
+        configs = [c for c in trained_configs(ctx, runs) if c.gpu]
+        if not ctx.may_use_gpu:
+            if not configs:
+                return
+            runs = []  # the GPU is the configs' (the code itself names none)
+        if runs or configs:  # a Lightning `Trainer` / `Fabric` decides the precision
+            if any(run.full_precision is not True for run in runs) or any(c.full_precision is not True for c in configs):
                 return  # mixed precision, or not known
-            for fn in self._functions_around([run.call for run in runs if run.gpu]):
+            for fn in self._functions_around([run.call for run in runs if run.gpu] + [c.call for c in configs]):
                 self._report(fn)
             return
         knob = precision_knob(ctx)

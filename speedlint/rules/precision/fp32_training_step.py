@@ -13,7 +13,7 @@ from speedlint.analyzer.frameworks.hf_accelerate import precision_knob
 from speedlint.analyzer.frameworks.lightning import mixed_spelling
 from speedlint.analyzer.program.summary_optin import KEY as AMP_GATES
 from speedlint.analyzer.providers.default_sites import default_site, report_default
-from speedlint.analyzer.providers.frameworks import TrainerConfig, TrainerRun, trainer_configs, trainer_runs
+from speedlint.analyzer.providers.frameworks import TrainerConfig, TrainerRun, trained_configs, trainer_runs
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, MEDIUM, UNSAFE, Fix, Impact, Rule
 
 
@@ -129,9 +129,8 @@ class Fp32TrainingStep(Rule):
         runs = trainer_runs(ctx) if any(t in ctx.source for t in ("Trainer", "Fabric")) else []  # Lightning, Fabric
         for run in runs:
             self._framework_run(run)
-        if (runs or "instantiate" in ctx.source or "LightningCLI" in ctx.source) and (".fit(" in ctx.source or "LightningCLI" in ctx.source):  # (a trainer that only tests: no training)
-            for config in trainer_configs(ctx):
-                self._trainer_config(config)
+        for config in trained_configs(ctx, runs):
+            self._trainer_config(config)
         if not ctx.may_use_gpu or any(run.cls == "Fabric" for run in runs):
             return  # CPU-only script: bfloat16 autocast on CPU is rarely faster; no GPU advice
         from speedlint.fixers import amp  # lazily: it imports libcst.codemod (slow start-up)
