@@ -25,7 +25,9 @@ class Fp32MatmulPrecisionHighest(Rule):
     no Hugging Face `TrainingArguments(tf32=True)` anywhere in the script's program (it and the
     project modules it imports; a sibling script that sets it is another program). The finding sits on
     the `def` of the training entry function (the function that runs the training loops, or that
-    configures the framework's run).
+    configures the framework's run). A Lightning `Trainer` or `Fabric` trains in FP32 when its
+    `precision` is a full-precision value or absent, written in the code or in the project's
+    trainer configs (`hydra.utils.instantiate(cfg.trainer)`, `LightningCLI`: every GPU config).
 
     It stays silent when the step runs under AMP (TF32 does not matter there), when the matmul
     precision is set anywhere, even to `"highest"` (a choice made on purpose), on CPU-only code,
