@@ -7,6 +7,7 @@ from typing import Dict, List, Optional, Set, Tuple, Union
 
 import libcst as cst
 
+from speedlint.analyzer.providers.narrowing import known_not_tensor
 from speedlint.analyzer.providers.flow import flow
 from speedlint.analyzer.providers.hot import hook_of
 from speedlint.analyzer.providers.names import dotted
@@ -414,6 +415,8 @@ class PythonLoopOverBatch(Rule):
         `x.to(device)`), annotated or documented as a tensor, or one the value tracer knows."""
         tracer = flow(self.ctx)
         if isinstance(expr, cst.Name):
+            if known_not_tensor(self.ctx, expr):
+                return False  # the `else` of `isinstance(h, torch.Tensor)`: a tuple of states ...
             known = self._tensor_name(expr.value, scope)
             if known is not None:
                 return known

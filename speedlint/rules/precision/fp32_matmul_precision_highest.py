@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Optional, Set
+from typing import Iterable, List, Optional, Set
 
 import libcst as cst
 
@@ -143,7 +143,7 @@ class Fp32MatmulPrecisionHighest(Rule):
             called |= facts.callees_closure([fn]) - {fn}
         return [fn for fn in fns if fn not in called]
 
-    def _functions_around(self, nodes: List[cst.CSTNode] | Set[cst.CSTNode]) -> List[cst.FunctionDef]:
+    def _functions_around(self, nodes: Iterable[cst.CSTNode]) -> List[cst.FunctionDef]:
         facts = self.ctx.torch
         out: List[cst.FunctionDef] = []
         for n in sorted(nodes, key=lambda x: facts.order.get(x, 0)):

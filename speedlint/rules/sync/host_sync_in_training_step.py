@@ -8,6 +8,7 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 import libcst as cst
 
 from speedlint.analyzer.frameworks.hf_accelerate import placed_by_framework
+from speedlint.analyzer.providers.narrowing import tensor_test
 from speedlint.analyzer.providers.branches import off_gpu_path
 from speedlint.analyzer.providers.feedback import feeds_next_iteration
 from speedlint.analyzer.providers.frameworks import metric_sync
@@ -582,36 +583,15 @@ class HostSyncInTrainingStep(Rule):
                 break
             subject = None
             if isinstance(a, (cst.If, cst.IfExp)) and child is a.body:
-                subject = self._tensor_test(a.test, True)
+                subject = tensor_test(self.ctx, a.test, True)
             elif isinstance(a, (cst.If, cst.IfExp)) and child is a.orelse and not isinstance(child, cst.If):
-                subject = self._tensor_test(a.test, False)  # `if not isinstance(v, torch.Tensor): ... else:`
+                subject = tensor_test(self.ctx, a.test, False)  # `if not isinstance(v, torch.Tensor): ... else:`
             if subject is not None:
                 source = self.flow.parameter_source(subject)
                 if source is not None and source[0] is fn and facts.host_parameter(fn, source[1]):
                     return True
             child = a
         return False
-
-    def _tensor_test(self, test: cst.BaseExpression, taken: bool) -> Optional[cst.Name]:
-        """The name `test` checks for being a tensor, when the branch runs only if it is one
-        (`taken`: the body of `if test`; else its `else`): `isinstance(v, torch.Tensor)` (or a
-        tuple of types with `torch.Tensor`), `torch.is_tensor(v)`, in an `and`, or negated."""
-        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-            return self._tensor_test(test.expression, not taken)
-        if isinstance(test, cst.BooleanOperation):
-            if taken and isinstance(test.operator, cst.And):
-                return self._tensor_test(test.left, True) or self._tensor_test(test.right, True)
-            return None
-        if not taken or not isinstance(test, cst.Call) or any(a.star or a.keyword is not None for a in test.args):
-            return None
-        args = [a.value for a in test.args]
-        if isinstance(test.func, cst.Name) and test.func.value == "isinstance" and len(args) == 2:
-            types = [e.value for e in args[1].elements] if isinstance(args[1], cst.Tuple) else [args[1]]
-            if not any(isinstance(t, (cst.Name, cst.Attribute)) and self.ctx.qualname(t) == "torch.Tensor" for t in types):
-                return None
-        elif not (self.ctx.matches(test.func, "torch.is_tensor") and len(args) == 1):
-            return None
-        return args[0] if isinstance(args[0], cst.Name) else None
 
     # -- where it runs ------------------------------------------------------------------------
     def _context(self, node: cst.CSTNode) -> Optional[Tuple[int, str]]:
