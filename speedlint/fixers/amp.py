@@ -24,7 +24,7 @@ changes nothing. `plan(ctx)` says per step loop whether (and why not) the rewrit
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, FrozenSet, List, Optional, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Set, Tuple
 
 import libcst as cst
 from libcst.codemod import Codemod, CodemodContext
@@ -432,7 +432,7 @@ _NOT_FORWARD_NAMES = frozenset({
 
 def _gradient_users(
     ctx: FileContext, backwards: List[cst.SimpleStatementLine], opt_steps: List[cst.Call]
-) -> Tuple[List[Tuple[cst.BaseStatement, str]], set]:
+) -> Tuple[List[Tuple[cst.BaseStatement, str]], Set[cst.CSTNode]]:
     """Where the gradients must be unscaled before an optimizer step: the first statement between
     a `backward()` and the `optimizer.step()` of the same block that may read or change the
     gradients (`_uses_gradients`: a clip, `.grad`, a method of the model or the model handed to a
@@ -441,7 +441,7 @@ def _gradient_users(
     among them: a second one per step is an error)."""
     models = _model_names(ctx)
     early: List[Tuple[cst.BaseStatement, str]] = []
-    covered: set = set()
+    covered: Set[cst.CSTNode] = set()
     for c in opt_steps:
         step = expr_statement(ctx, c)
         block = block_of(ctx, step) if step is not None else None
@@ -461,7 +461,7 @@ def _gradient_users(
     return early, covered
 
 
-def _runs_in(ctx: FileContext, node: cst.CSTNode, stmts: set) -> bool:
+def _runs_in(ctx: FileContext, node: cst.CSTNode, stmts: Set[cst.CSTNode]) -> bool:
     """`node` is inside one of `stmts`, or in a same-file function that they run."""
     facts = ctx.torch
     if any(facts.contains(s, node) for s in stmts):
@@ -469,16 +469,8 @@ def _runs_in(ctx: FileContext, node: cst.CSTNode, stmts: set) -> bool:
     fn = facts.enclosing_function(node)
     if fn is None:
         return False
-    todo = [f for c in facts.calls if any(facts.contains(s, c) for s in stmts) for f in facts.resolve_call(c)]
-    seen: set = set()
-    while todo:
-        f = todo.pop()
-        if f is fn:
-            return True
-        if f not in seen:
-            seen.add(f)
-            todo.extend(facts.units[f].callees)
-    return False
+    called = {f for c in facts.calls if any(facts.contains(s, c) for s in stmts) for f in facts.resolve_call(c)}
+    return fn in called or fn in facts.callees_closure(called)
 
 
 def _model_names(ctx: FileContext) -> FrozenSet[str]:

@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import libcst as cst
 
-from speedlint.analyzer.providers import walk
+from speedlint.analyzer.providers.flow import flow
 
 
 def tensor_test(ctx: Any, test: cst.BaseExpression, taken: bool) -> Optional[cst.Name]:
@@ -69,43 +69,7 @@ def known_not_tensor(ctx: Any, node: cst.Name) -> bool:
             return False
         if isinstance(a, (cst.If, cst.IfExp)) and (child is a.body or child is a.orelse):
             subject = not_tensor_test(ctx, a.test, child is a.body)
-            if subject is not None and subject.value == name and not _binds(child, name):
-                return True
+            if subject is not None and subject.value == name and not any(facts.contains(child, b.site) for b in flow(ctx).bindings(node)):
+                return True  # (a binding in the branch, `h = torch.stack(h)`, would undo it)
         child = a
     return False
-
-
-class _Binds(cst.CSTVisitor):
-    def __init__(self, name: str) -> None:
-        super().__init__()
-        self.name = name
-        self.found = False
-
-    def _target(self, target: cst.CSTNode) -> None:
-        for n in walk.preorder(target):
-            if isinstance(n, cst.Name) and n.value == self.name:
-                self.found = True
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        self._target(node.target)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._target(node.target)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._target(node.target)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._target(node.target)
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self._target(node.target)
-
-    def visit_AsName(self, node: cst.AsName) -> None:
-        self._target(node.name)
-
-
-def _binds(branch: cst.CSTNode, name: str) -> bool:
-    finder = _Binds(name)
-    walk.visit(branch, finder)
-    return finder.found
