@@ -489,24 +489,16 @@ def _model_names(ctx: FileContext) -> FrozenSet[str]:
 def _uses_gradients(ctx: FileContext, stmt: cst.CSTNode, models: FrozenSet[str]) -> bool:
     """`stmt` may read or change gradients: a gradient clip, a `.grad`, a method of a model, or a
     call handed a model (or its parameters)."""
-    found = False
-
-    class V(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> None:
-            nonlocal found
-            if node.attr.value == "grad":
-                found = True
-
-        def visit_Call(self, node: cst.Call) -> None:
-            nonlocal found
+    for node in walk.preorder(stmt):
+        if isinstance(node, cst.Attribute) and node.attr.value == "grad":
+            return True
+        if isinstance(node, cst.Call):
             func = node.func
             if is_clip(ctx, node) or (isinstance(func, cst.Attribute) and dotted(func.value) in models):
-                found = True
-            elif any(dotted(a.value) in models for a in node.args):
-                found = True
-
-    walk.visit(stmt, V())
-    return found
+                return True
+            if any(dotted(a.value) in models for a in node.args):
+                return True
+    return False
 
 
 def _forward_range(ctx: FileContext, stmt: cst.SimpleStatementLine) -> Tuple[cst.IndentedBlock, cst.CSTNode, cst.CSTNode]:
