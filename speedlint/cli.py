@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import List, Optional, Tuple, cast
 
 import typer
 
@@ -50,7 +50,7 @@ def _root(
 
 
 # -- shared option helpers ---------------------------------------------------------------------
-def _overrides(select, ignore, extend_select, preview, unsafe_fixes, target_torch_version, fix_options=()):  # type: ignore[no-untyped-def]
+def _overrides(select, ignore, extend_select, preview, unsafe_fixes, target_torch_version, fix_options=()):
     """The options that override config files (their rule selectors are checked by `_resolver`)."""
     from speedlint.analyzer.config import ConfigError, parse_version
     from speedlint.analyzer.runner import Overrides
@@ -71,7 +71,7 @@ def _overrides(select, ignore, extend_select, preview, unsafe_fixes, target_torc
     )
 
 
-def _resolver(overrides, config: Optional[Path], isolated: bool):  # type: ignore[no-untyped-def]
+def _resolver(overrides, config: Optional[Path], isolated: bool):
     from speedlint.analyzer.config import ConfigError
     from speedlint.analyzer.registry import SelectionError, validate_selectors
     from speedlint.analyzer.runner import SettingsResolver, use_cached_catalogue
@@ -164,13 +164,13 @@ def check(
         paths=[stdin_filename or "-"] if paths == ["-"] else paths,
     )
     if outcome is not None and not quiet:
-        _baseline_note(outcome, baseline)
+        _baseline_note(outcome, cast(Path, baseline))  # an outcome exists only when a baseline was given
     if result.missing:
         raise typer.Exit(EXIT_ERROR)
     raise typer.Exit(EXIT_CLEAN if exit_zero and code != EXIT_ERROR else code)
 
 
-def _read_stdin():  # type: ignore[no-untyped-def]
+def _read_stdin():
     """Code on stdin, decoded like a file (coding cookie, BOM), line endings kept as they are."""
     from speedlint.analyzer.sources import Source, SourceError, decode
 
@@ -183,7 +183,7 @@ def _read_stdin():  # type: ignore[no-untyped-def]
         raise UsageFailure(f"stdin: {exc}") from None
 
 
-def _write_stdout(source, text: str) -> None:  # type: ignore[no-untyped-def]
+def _write_stdout(source, text: str) -> None:
     buffer = getattr(sys.stdout, "buffer", None)
     if buffer is None:
         sys.stdout.write(text)
@@ -193,7 +193,7 @@ def _write_stdout(source, text: str) -> None:  # type: ignore[no-untyped-def]
         buffer.flush()
 
 
-def _stdin_excluded(filename: str, resolver) -> bool:  # type: ignore[no-untyped-def]
+def _stdin_excluded(filename: str, resolver) -> bool:
     """`--force-exclude` with `--stdin-filename`: whether the excludes cover that name."""
     from speedlint.analyzer.discovery import matches_excludes
     from speedlint.analyzer.runner import excludes_for
@@ -203,7 +203,7 @@ def _stdin_excluded(filename: str, resolver) -> bool:  # type: ignore[no-untyped
     return matches_excludes(path, False, patterns, root)
 
 
-def _baseline_note(outcome, baseline: Path) -> None:  # type: ignore[no-untyped-def]
+def _baseline_note(outcome, baseline: Path) -> None:
     """Stale baseline entries: a short note on stderr, never a failure."""
     if not outcome.stale:
         return
@@ -300,7 +300,7 @@ def _script_args_from_argv(positionals: List[str]) -> Tuple[List[str], List[str]
     return positionals, []
 
 
-def _fix_with_verify(script: Path, paths: List[str], resolver, apply: bool, steps: int, repeats: int, force_exclude: bool, jobs: Optional[int], use_cache: bool):  # type: ignore[no-untyped-def]
+def _fix_with_verify(script: Path, paths: List[str], resolver, apply: bool, steps: int, repeats: int, force_exclude: bool, jobs: Optional[int], use_cache: bool):
     """Compute the fixes for the paths (the fix driver, as `fix` does) and verify them; returns
     the paths and the fixes (for `fix` to show or write: exactly what was verified), or exits
     with the verdict's code."""

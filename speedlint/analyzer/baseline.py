@@ -150,7 +150,7 @@ def apply_baseline(
     return [f for f in findings if id(f) in keep], outcome
 
 
-def filter_result(result, entries: Sequence[Entry], base: Path) -> BaselineOutcome:  # type: ignore[no-untyped-def]
+def filter_result(result, entries: Sequence[Entry], base: Path) -> BaselineOutcome:
     """Apply a baseline to a RunResult in place (each file keeps only its new findings)."""
     sources = {r.path: r.source for r in result.files}
     all_findings = [f for r in result.files for f in r.findings]

@@ -213,7 +213,7 @@ class Bucket:
         self._new = {}
 
 
-def _read_bucket(path: Path) -> Dict[str, List[Any]]:
+def _read_bucket(path: Path) -> Dict[str, Any]:  # a bucket's entries are lists, the summaries' JSON texts
     try:
         with open(path, "rb") as fh:
             doc = json.loads(fh.read())
@@ -310,6 +310,8 @@ class SummaryStore:
 class ResultCache:
     """The cache folder of one project root; hands out buckets per settings."""
 
+    _program: Optional[Tuple[str, Dict[str, Any]]]  # set by `save_program` (absent until then)
+
     def __init__(self, root: Path) -> None:
         self.directory = Path(root) / CACHE_DIR_NAME
         self._buckets: Dict[str, Bucket] = {}
@@ -383,7 +385,8 @@ class ResultCache:
     def save(self) -> List[str]:
         """Write every changed bucket; returns warnings (an unwritable cache is not an error)."""
         warnings: List[str] = []
-        for bucket in [*self._buckets.values(), self.summaries]:
+        stores: List[Union[Bucket, SummaryStore]] = [*self._buckets.values(), self.summaries]
+        for bucket in stores:
             try:
                 bucket.save()
             except OSError as exc:

@@ -64,7 +64,7 @@ class FileContext:
         got = self._providers.get(build)
         if got is None:
             got = self._providers[build] = self._build(build)
-        return got  # type: ignore[no-any-return]
+        return got
 
     def built(self, build: "Build[P]") -> Optional[P]:
         """The provider `build` makes, when something asked for it already (else None: nothing is

@@ -244,7 +244,7 @@ def _chain(ctx: FileContext, node: cst.CSTNode, rule: Rule) -> Tuple[str, Tuple[
     return f" (runs {_HOT_WORDS.get(kind, kind)}: {hops} -> {ctx.path}:{here})", tuple(h.related() for h in chain)
 
 
-def _finding(ctx: FileContext, rule: Rule, report, timed: bool = False) -> Tuple[Finding, float]:  # type: ignore[no-untyped-def]
+def _finding(ctx: FileContext, rule: Rule, report, timed: bool = False) -> Tuple[Finding, float]:
     if report.at is not None:
         return _config_finding(ctx, rule, report), 0.0
     pos = ctx.position(report.node)
@@ -276,7 +276,7 @@ def _finding(ctx: FileContext, rule: Rule, report, timed: bool = False) -> Tuple
     ), spent
 
 
-def _config_finding(ctx: FileContext, rule: Rule, report) -> Finding:  # type: ignore[no-untyped-def]
+def _config_finding(ctx: FileContext, rule: Rule, report) -> Finding:
     """A finding on the config-file line that holds the value (`Rule.report(..., at=site)`):
     the code that reads it is the first related location, then the hot chain, if any."""
     from speedlint.analyzer.providers.configs import display_path
@@ -304,7 +304,7 @@ def _config_finding(ctx: FileContext, rule: Rule, report) -> Finding:  # type: i
     )
 
 
-def _edit(ctx: FileContext, node: cst.CSTNode, new) -> Edit:  # type: ignore[no-untyped-def]
+def _edit(ctx: FileContext, node: cst.CSTNode, new) -> Edit:
     pos = ctx.position(node)
     if isinstance(new, cst.CSTNode):
         content = ctx.module.code_for_node(new)
@@ -344,7 +344,7 @@ class _Wrapper(MetadataWrapper):
     provider, the same result); anything else goes through LibCST as usual.
     """
 
-    def resolve(self, key):  # type: ignore[no-untyped-def,override]
+    def resolve(self, key):
         if key is PositionProvider and key not in self._metadata:
             self._metadata[key] = PositionProvider()._gen(self)
         return super().resolve(key)
@@ -357,7 +357,7 @@ class _Batched(cst.BatchableCSTVisitor):
         super().__init__()
         self.rule = rule
 
-    def get_visitors(self):  # type: ignore[no-untyped-def]
+    def get_visitors(self):
         return visitor_methods(self.rule)
 
 
@@ -369,13 +369,13 @@ class _Timed(cst.BatchableCSTVisitor):
         self.rule = rule
         self.profile = profile
 
-    def get_visitors(self):  # type: ignore[no-untyped-def]
+    def get_visitors(self):
         code = self.rule.code
         rules = self.profile.rules
         ctx = self.rule.ctx
 
-        def timed(fn):  # type: ignore[no-untyped-def]
-            def run(node):  # type: ignore[no-untyped-def]
+        def timed(fn):
+            def run(node):
                 before = getattr(ctx, "_provider_time", 0.0)
                 t = time.perf_counter()
                 try:

@@ -287,7 +287,7 @@ def fix_config_files(outcomes: Sequence[FixOutcome], resolver: SettingsResolver,
     from speedlint.analyzer.configs.edit import apply_edits
     from speedlint.analyzer.suppress import apply_suppressions
 
-    by_path: Dict[str, list] = {}  # type: ignore[type-arg]
+    by_path: Dict[str, list] = {}
     for outcome in outcomes:
         for finding in outcome.config_fixes:
             for edit in finding.fix.config_edits:  # type: ignore[union-attr]

@@ -84,7 +84,7 @@ def _append(
     if not new:
         return elements
     if not elements:
-        out = [n.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for n in new]
+        out: List[Element] = [n.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for n in new]
         out[-1] = out[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         return out
     last = elements[-1]
@@ -99,7 +99,7 @@ def _append(
     if isinstance(last, cst.Arg):
         tail_ws = {"whitespace_after_arg": last.whitespace_after_arg}
         last = last.with_changes(whitespace_after_arg=cst.SimpleWhitespace(""))
-    out: List[Element] = [*elements[:-1], last.with_changes(comma=sep)]
+    out = [*elements[:-1], last.with_changes(comma=sep)]
     for n in new[:-1]:
         out.append(n.with_changes(comma=sep))
     out.append(new[-1].with_changes(comma=final_comma, **tail_ws))

@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Type
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Type, cast
 
 import libcst as cst
 
@@ -23,7 +23,7 @@ from speedlint.analyzer.engine import analyze_text
 from speedlint.analyzer.findings import FixOutcome, allowed, unsafe_left
 from speedlint.analyzer.providers.walk import index_of
 from speedlint.analyzer.pyparse import compile_quietly
-from speedlint.analyzer.rule import Diagnostic, Finding, Rule
+from speedlint.analyzer.rule import Diagnostic, Finding, Fix, Rule
 from speedlint.analyzer.suppress import apply_suppressions
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,7 +45,7 @@ class _Replacer(cst.CSTTransformer):
     def on_visit(self, node: cst.CSTNode) -> bool:
         return id(node) in self.on_the_way
 
-    def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def]
+    def on_leave(self, original_node, updated_node):
         if original_node in self.mapping:
             new = self.mapping[original_node]
             # a copy of its own: a fix may reuse a node that stays elsewhere in the tree (or put
@@ -79,7 +79,7 @@ def _span(ctx: FileContext, node: cst.CSTNode) -> Tuple[Tuple[int, int], Tuple[i
     return (pos.start.line, pos.start.column), (pos.end.line, pos.end.column)
 
 
-def _overlaps(a, b) -> bool:  # type: ignore[no-untyped-def]
+def _overlaps(a, b) -> bool:
     return a[0] < b[1] and b[0] < a[1]
 
 
@@ -110,7 +110,9 @@ def apply_round(module: cst.Module, ctx: FileContext, findings: Sequence[Finding
     codemods = [f for f in findings if f.fix is not None and f.fix.fixer is not None]
     if codemods:
         finding = min(codemods, key=lambda f: f.code)
-        return add_imports(finding.fix.fixer(module), finding.fix.imports), [finding]  # type: ignore[union-attr,misc]
+        fix = cast(Fix, finding.fix)  # `codemods` holds only findings whose fix has a fixer
+        fixer = cast(Callable[[cst.Module], cst.Module], fix.fixer)
+        return add_imports(fixer(module), fix.imports), [finding]
     return module, []
 
 
@@ -218,6 +220,6 @@ def fix_text(
         final = analyze_text(current, path, rules, settings, seeds=seeds)
         outcome.remaining = apply_suppressions(final.findings, current, settings, path)
     outcome.fixed = current
-    outcome.config_fixes = [f for f in outcome.remaining if f.fix is not None and f.fix.config_edits and allowed(f.fix, unsafe)]  # type: ignore[misc]
+    outcome.config_fixes = [f for f in outcome.remaining if f.fix is not None and f.fix.config_edits and allowed(f.fix, unsafe)]
     outcome.unsafe_available = unsafe_left(outcome.remaining, unsafe)
     return outcome

@@ -12,7 +12,7 @@ count (`FileSeeds.project["loader_helper_calls"]`); SPD101 reads the value passe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, FrozenSet, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 import libcst as cst
 
@@ -60,7 +60,10 @@ def add_helper_seeds(hot: Any, seeds: Dict[str, Any], new_seeds: Callable[[], An
     helpers = _helpers(program, loader_names)
     if not helpers:
         return
-    units = [(m.id, None, hot.mod_edges[m.id], m.summary["module"]) for m in program.modules]
+    # (module id, function id or None for the module's own code, call edges, summary)
+    units: List[Tuple[Any, Optional[int], Any, Any]] = [
+        (m.id, None, hot.mod_edges[m.id], m.summary["module"]) for m in program.modules
+    ]
     units += [(mid, fid, program.edges[fid], fn) for fid, (mid, fn) in enumerate(program.functions)]
     for mid, fid, edges, body in units:
         for index, callee in edges:

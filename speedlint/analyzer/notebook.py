@@ -46,7 +46,7 @@ import re
 from dataclasses import dataclass, field, replace
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Type, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Type, Union, cast
 
 from speedlint.analyzer.findings import Diagnostic, Finding
 from speedlint.analyzer.program.seeds import Hop
@@ -455,10 +455,10 @@ class Notebook:
                 target = targets[0]
             elif not added:
                 continue
-            elif i1 > 0 and self.owner[i1 - 1] is not None:
-                target = self.owner[i1 - 1][0]  # type: ignore[index]
-            elif i2 < len(self.owner) and self.owner[i2] is not None:
-                target = self.owner[i2][0]  # type: ignore[index]
+            elif i1 > 0 and (before := self.owner[i1 - 1]) is not None:
+                target = before[0]
+            elif i2 < len(self.owner) and (after := self.owner[i2]) is not None:
+                target = after[0]
             elif i1 == 0 and first is not None:
                 target = first
             else:
@@ -491,7 +491,7 @@ class Notebook:
             lines = entries[k]
             drop = set()
             for n in positions:
-                if _import_key(lines[n][0]) <= known:  # type: ignore[operator]
+                if cast(frozenset, _import_key(lines[n][0])) <= known:  # `positions`: the lines whose key is not None
                     drop.add(n)
                     if n + 1 < len(lines) and lines[n + 1][1] is None and not lines[n + 1][0].strip():
                         drop.add(n + 1)  # the blank line LibCST puts after the imports it adds
@@ -557,7 +557,7 @@ class Notebook:
             return "[]"
         old = self.raw[start:end]
         items = _array_items(old)
-        reuse = {}
+        reuse: Dict[Any, str] = {}
         for a, b in items:
             reuse.setdefault(json.loads(old[a:b]), old[a:b])
         texts = [reuse.get(v) or json.dumps(v, ensure_ascii=ascii_only) for v in value]
@@ -566,7 +566,7 @@ class Notebook:
             sep = old[items[0][1]:items[1][0]] if len(items) > 1 else ("," + lead if "\n" in lead else ", ")
         else:  # `[]` before: lay it out like the file's other lists
             line_start = self.raw.rfind("\n", 0, start) + 1
-            indent = re.match(r"[ \t]*", self.raw[line_start:]).group(0)  # type: ignore[union-attr]
+            indent = cast("re.Match[str]", re.match(r"[ \t]*", self.raw[line_start:])).group(0)  # (always matches)
             unit_m = re.search(r"\n([ \t]+)\S", self.raw)
             if unit_m is None:  # a file on one line
                 lead, tail, sep = "", "", ","
@@ -628,7 +628,7 @@ _SYNTAX_AT = re.compile(r"\bat (\d+):(\d+)")
 _LINE_WORD = re.compile(r"\bline (\d+)\b")
 
 
-def _import_keys(node: ast.stmt) -> Optional[frozenset]:  # type: ignore[type-arg]
+def _import_keys(node: ast.stmt) -> Optional[frozenset]:
     """What an import statement binds, as comparable keys; None for another statement."""
     if isinstance(node, ast.Import):
         return frozenset(("import", a.name, a.asname) for a in node.names)
@@ -637,7 +637,7 @@ def _import_keys(node: ast.stmt) -> Optional[frozenset]:  # type: ignore[type-ar
     return None
 
 
-def _import_key(line: str) -> Optional[frozenset]:  # type: ignore[type-arg]
+def _import_key(line: str) -> Optional[frozenset]:
     """`_import_keys` of a line that is one import statement."""
     if not line.startswith(("import ", "from ")):
         return None
@@ -648,7 +648,7 @@ def _import_key(line: str) -> Optional[frozenset]:  # type: ignore[type-arg]
     return _import_keys(tree.body[0]) if len(tree.body) == 1 else None
 
 
-def _top_level_imports(cell: Cell) -> frozenset:  # type: ignore[type-arg]
+def _top_level_imports(cell: Cell) -> frozenset:
     try:
         tree = parse_quietly(cell.code)
     except AST_ERRORS:
@@ -662,7 +662,7 @@ _DECODER = json.JSONDecoder()
 
 
 def _skip_ws(text: str, i: int) -> int:
-    return _WS.match(text, i).end()  # type: ignore[union-attr]
+    return cast("re.Match[str]", _WS.match(text, i)).end()  # (always matches)
 
 
 def _expect(text: str, i: int, char: str) -> int:
@@ -677,9 +677,9 @@ def _source_spans(text: str) -> Dict[int, Tuple[int, int]]:
     spans: Dict[int, Tuple[int, int]] = {}
 
     def value_end(i: int) -> int:
-        return _DECODER.raw_decode(text, i)[1]  # type: ignore[no-any-return]
+        return _DECODER.raw_decode(text, i)[1]
 
-    def walk_object(i: int, on_key) -> int:  # type: ignore[no-untyped-def]
+    def walk_object(i: int, on_key) -> int:
         """`i` at "{": calls on_key(key, value offset) -> end of the value; returns the end."""
         i = _expect(text, i, "{")
         i = _skip_ws(text, i)
@@ -729,7 +729,7 @@ def _source_spans(text: str) -> Dict[int, Tuple[int, int]]:
 
 def _array_items(array: str) -> List[Tuple[int, int]]:
     """(start, end) of each element of a JSON array text."""
-    out = []
+    out: List[Tuple[int, int]] = []
     i = _skip_ws(array, 1)
     if array[i:i + 1] == "]":
         return out

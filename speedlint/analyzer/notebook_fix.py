@@ -101,7 +101,7 @@ def fix_notebook_file(
     settings: "Settings",
     apply: bool,
     seeds: "Optional[FileSeeds]" = None,
-) -> tuple:  # type: ignore[type-arg]
+) -> tuple:
     """`rewrite.fix_source_file` for a notebook: (outcome or None, diagnostics, written?)."""
     try:
         data = Path(path).read_bytes()

@@ -36,8 +36,13 @@ from speedlint.analyzer.program.seeds import FileSeeds
 from speedlint.analyzer.sources import SourceError, read_source
 
 if TYPE_CHECKING:  # pragma: no cover
-    from speedlint.analyzer.cache import CachedResult, ResultCache
+    from speedlint.analyzer.cache import Bucket, CachedResult, ResultCache
     from speedlint.analyzer.rule import Rule
+
+    #: `_summarize_and_link`'s arguments, all but the profile
+    _LinkArgs = Tuple[
+        Sequence[Tuple[Path, str]], Optional[ResultCache], int, Optional[Sequence[Tuple[str, ...]]], Sequence[str], Dict[int, str], str
+    ]
 
 #: The files that take part in the whole-program model: modules and notebooks.
 _PROGRAM_SUFFIXES = (".py", NOTEBOOK_SUFFIX)
@@ -66,7 +71,7 @@ class Job:
 
 def default_jobs() -> int:
     try:
-        return max(1, len(os.sched_getaffinity(0)))  # type: ignore[attr-defined]
+        return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - macOS, Windows
         return max(1, os.cpu_count() or 1)
 
@@ -133,7 +138,7 @@ def analyze_job(job: Job, profile: Optional[Profile]) -> Tuple[FileResult, Optio
     return result, digest
 
 
-def config_diagnostics(shown: str, seeds: Optional[FileSeeds], ctx) -> List[Diagnostic]:  # type: ignore[no-untyped-def]
+def config_diagnostics(shown: str, seeds: Optional[FileSeeds], ctx) -> List[Diagnostic]:
     """Warnings about the config files a file reads: a file that does not exist, one that cannot
     be read, a value of the wrong type (`configs`, `providers.configs`)."""
     from speedlint.analyzer.providers.configs import display_path
@@ -340,10 +345,10 @@ def program_of(
     got = program_seeds(program_files, cache, workers, profile, wide_codes, config_files)
 
     def mine(by_index: Dict[int, Any]) -> Dict[int, Any]:
-        return {where[i]: v for i, v in by_index.items() if where[i] is not None}  # type: ignore[misc]
+        return {w: v for i, v in by_index.items() if (w := where[i]) is not None}
 
-    parsed = {where[i] for i in got.parsed if where[i] is not None}
-    return ProgramFacts(mine(got.seeds), mine(got.hints), mine(got.digests), parsed)  # type: ignore[arg-type]
+    parsed = {w for i in got.parsed if (w := where[i]) is not None}
+    return ProgramFacts(mine(got.seeds), mine(got.hints), mine(got.digests), parsed)
 
 
 def _link_apart(files: Sequence[Tuple[Path, str]], workers: int) -> bool:
@@ -353,7 +358,7 @@ def _link_apart(files: Sequence[Tuple[Path, str]], workers: int) -> bool:
     return workers > 1 and len(files) >= MIN_LINK_APART_FILES and _context().get_start_method() == "fork"
 
 
-def _in_child(args: Tuple[Any, ...], profile: Optional[Profile]) -> Optional[ProgramFacts]:
+def _in_child(args: "_LinkArgs", profile: Optional[Profile]) -> Optional[ProgramFacts]:
     """`_summarize_and_link(*args)` in a forked child, which sends the result back through a
     pipe and gives the memory it used back to the system when it exits; None when the child
     fails (the caller then does the work itself)."""
@@ -500,7 +505,7 @@ def _chunks(jobs: List[Job], workers: int) -> List[List[Job]]:
     return chunks
 
 
-def _context():  # type: ignore[no-untyped-def]
+def _context():
     import multiprocessing
 
     # fork: workers inherit the imported rules (no start-up imports). Only where it is safe.
@@ -592,8 +597,8 @@ def _text_if_unchanged(path: str, digest: str, shown: str) -> Optional[str]:
 
 def process_files(
     files: Sequence[Tuple[Path, str]],
-    settings_for,  # type: ignore[no-untyped-def]
-    codes_for,  # type: ignore[no-untyped-def]
+    settings_for,
+    codes_for,
     cache_root: Optional[Path],
     profile: Optional[Profile] = None,
     jobs: Optional[int] = None,
@@ -612,7 +617,7 @@ def process_files(
     workers = jobs if jobs is not None else default_jobs()
     results: List[Any] = [None] * len(files)
     pending: List[Job] = []
-    buckets = {}
+    buckets: Dict[Tuple[str, Optional[str], Tuple[str, ...]], "Bucket"] = {}
     stored: Dict[int, str] = {}  # index -> the key its result is cached under
     Planned = Tuple[Settings, Tuple[str, ...], Tuple[str, Optional[str], Tuple[str, ...]]]
     by_folder: Dict[str, Planned] = {}
@@ -678,10 +683,10 @@ def process_files(
         # whoever analyses the file reads it (the parent keeps no texts: its memory stays flat)
         pending.append(Job(index, name, shown, settings, codes, size, seeds, hint, raw, index in program.parsed))
     done = run_jobs(pending, workers, profile, work)
-    for index, (result, digest) in done.items():
+    for index, (result, read_digest) in done.items():
         results[index] = result
-        if index in stored and digest is not None:
-            stored[index] = _keyed(digest, program.seeds.get(index))  # what was analysed, if it changed meanwhile
+        if index in stored and read_digest is not None:
+            stored[index] = _keyed(read_digest, program.seeds.get(index))  # what was analysed, if it changed meanwhile
     warnings: List[str] = []
     if cache is not None and work.store:
         t3 = time.perf_counter()

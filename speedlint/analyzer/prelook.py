@@ -61,7 +61,7 @@ def _reads_whole(loop: ast.AST, name: str, meta_attrs: FrozenSet[str]) -> bool:
     attribute not in `meta_attrs` (see `AstFacts.grows_only`)."""
 
     def is_it(node: Optional[ast.AST]) -> bool:
-        return node.__class__ is ast.Name and node.id == name  # type: ignore[union-attr]
+        return node.__class__ is ast.Name and node.id == name
 
     for node in ast.walk(loop):
         if isinstance(node, ast.Call):
@@ -310,7 +310,7 @@ class _Walk:
                 if not node.args and not node.keywords:
                     self._eval_starts(node)
             elif attr == "train" and any(
-                a.__class__ is ast.Constant and a.value is False for a in [*node.args, *(k.value for k in node.keywords)]  # type: ignore[attr-defined]
+                a.__class__ is ast.Constant and a.value is False for a in [*node.args, *(k.value for k in node.keywords)]
             ):
                 self.eval_mode = True  # `model.train(False)`
                 self.eval_call_scopes.add(self._scope())

@@ -149,7 +149,7 @@ class _Index:
         depths: List[int] = []  # the enclosing scopes' `depth`s
         open_loops = 0  # loops open in any scope
         loop_calls = self.loop_calls
-        stack: list = [tree]  # type: ignore[type-arg]
+        stack: list = [tree]
         pop, push, extend = stack.pop, stack.append, stack.extend
         AST, leaves = ast.AST, LEAVES
         Name, Attribute, Call = ast.Name, ast.Attribute, ast.Call

@@ -139,7 +139,9 @@ class Rule(cst.BatchableCSTVisitor):
     #: The `ast` pre-look's test (`speedlint.analyzer.prelook.AstFacts`), declared by every rule as
     #: `staticmethod(lambda facts: ...)`: True whenever the rule could fire on the file (it may
     #: answer True too often, never too rarely); LibCST runs only for the rules whose test holds.
-    ast_precondition: ClassVar[Optional[Callable[["AstFacts"], bool]]] = None
+    #: (Typed as the `staticmethod` object it is: a plain callable class attribute would be read
+    #: by mypy as a method, whose first argument is the rule.)
+    ast_precondition: ClassVar[Optional["staticmethod[[AstFacts], bool]"]] = None
     #: The cost the rule reports is paid once per epoch (a loader built, the allocator's cache
     #: emptied): a chain through code the whole program runs once per epoch explains its findings,
     #: as a per-step chain explains the others'.

@@ -154,7 +154,7 @@ class RunResult:
     profile: Optional[Profile] = None
 
     @property
-    def findings(self):  # type: ignore[no-untyped-def]
+    def findings(self):
         return [f for r in self.files for f in r.findings]
 
     @property
@@ -173,18 +173,18 @@ def display_path(path: Path) -> str:
         return name
 
 
-def excludes_for(resolver: SettingsResolver):  # type: ignore[no-untyped-def]
+def excludes_for(resolver: SettingsResolver):
     """For discovery: the exclude patterns of the config that applies in a folder, and their root."""
     from speedlint.analyzer.discovery import exclude_patterns
 
-    def lookup(folder: Path):  # type: ignore[no-untyped-def]
+    def lookup(folder: Path):
         s = resolver.for_directory(folder)
         return exclude_patterns(s.exclude, s.extend_exclude), Path(s.root) if s.root else Path.cwd()
 
     return lookup
 
 
-def collect_files(paths: Sequence[str], resolver: SettingsResolver, force_exclude: bool = False):  # type: ignore[no-untyped-def]
+def collect_files(paths: Sequence[str], resolver: SettingsResolver, force_exclude: bool = False):
     return discover(paths, force_exclude=force_exclude, excludes_for=excludes_for(resolver))
 
 
@@ -213,7 +213,7 @@ def check_paths(
     return result
 
 
-def program_scope(paths: Sequence[str], files: Sequence[Tuple[Path, str]], resolver: SettingsResolver):  # type: ignore[no-untyped-def]
+def program_scope(paths: Sequence[str], files: Sequence[Tuple[Path, str]], resolver: SettingsResolver):
     """The program around the named `files` (`project_scope`): None when they are it already."""
     from speedlint.analyzer.project_scope import project_scope
 
@@ -224,7 +224,7 @@ def collect_config_files(paths: Sequence[str], resolver: SettingsResolver) -> Li
     """The training config files beside the checked Python files (`configs.discovery`)."""
     from speedlint.analyzer.configs.discovery import discover_config_files, globs_of
 
-    def globs_for(folder: Path):  # type: ignore[no-untyped-def]
+    def globs_for(folder: Path):
         s = resolver.for_directory(folder)
         return globs_of(s.config_files), Path(s.root) if s.root else Path.cwd()
 
@@ -316,7 +316,7 @@ def check_stdin(text: str, filename: str, resolver: SettingsResolver, use_cache:
     return RunResult(files=[res])
 
 
-def stdin_seeds(text: str, filename: str, resolver: SettingsResolver, use_cache: bool):  # type: ignore[no-untyped-def]
+def stdin_seeds(text: str, filename: str, resolver: SettingsResolver, use_cache: bool):
     """The whole-program seeds of a buffer named `filename` (None when it names no project)."""
     from speedlint.analyzer.buffer_program import buffer_seeds
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union, cast
 
 import libcst as cst
 
@@ -30,6 +30,8 @@ from speedlint.analyzer.providers import walk
 
 Loop = Union[cst.For, cst.While]
 Block = Union[cst.IndentedBlock, cst.Module]
+#: What a `cst.BaseStatement` always is (LibCST's `BaseStatement` itself does not declare `leading_lines`)
+Statement = Union[cst.SimpleStatementLine, cst.BaseCompoundStatement]
 
 AUTOCAST_NAMES = ("torch.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast")
 SCALER_NAMES = ("torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch.amp.grad_scaler.GradScaler", "torch.cpu.amp.GradScaler")
@@ -77,7 +79,7 @@ class _Apply(cst.CSTTransformer):
         super().__init__()
         self.e = edits
 
-    def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def]
+    def on_leave(self, original_node, updated_node):
         updated = super().on_leave(original_node, updated_node)
         r = self.e.replace.get(original_node)
         if r is not None:
@@ -86,7 +88,7 @@ class _Apply(cst.CSTTransformer):
             updated = self._rebuild(original_node, updated)
         return updated
 
-    def _rebuild(self, orig, updated):  # type: ignore[no-untyped-def]
+    def _rebuild(self, orig: Block, updated: Block) -> Block:
         if len(orig.body) != len(updated.body):
             return updated
         groups: List[Tuple[Optional[cst.CSTNode], List[cst.BaseStatement]]] = []
@@ -96,8 +98,8 @@ class _Apply(cst.CSTTransformer):
             if before:
                 touched = True
                 # comments and blank lines above the statement move above the inserted code
-                first = before[0].with_changes(leading_lines=u.leading_lines)
-                before = [first, *before[1:]]
+                head = before[0].with_changes(leading_lines=cast(Statement, u).leading_lines)
+                before = [head, *before[1:]]
                 u = u.with_changes(leading_lines=())
             if after:
                 touched = True
@@ -108,7 +110,7 @@ class _Apply(cst.CSTTransformer):
                 continue
             i, j = idx.index(first), idx.index(last)
             body = [s for g in groups[i : j + 1] for s in g[1]]
-            lead = body[0].leading_lines
+            lead = cast(Statement, body[0]).leading_lines
             body[0] = body[0].with_changes(leading_lines=())
             wrapped = factory(body).with_changes(leading_lines=lead)
             groups[i : j + 1] = [(None, [wrapped])]
@@ -296,9 +298,9 @@ def device_type(ctx: FileContext, expr: cst.BaseExpression) -> Optional[DeviceTy
         kind = value.split(":")[0]
         return DeviceType(static=kind) if kind in ("cuda", "cpu") else None
     code = ctx.code(expr)
-    value = ctx.values.resolve(expr)
-    if value is not None and value.certain and value.all(lambda v: isinstance(v, str)):
-        kinds = {str(v).split(":")[0] for v in value.options}
+    traced = ctx.values.resolve(expr)
+    if traced is not None and traced.certain and traced.all(lambda v: isinstance(v, str)):
+        kinds = {str(v).split(":")[0] for v in traced.options}
         if len(kinds) == 1 and kinds <= {"cuda", "cpu"}:
             return DeviceType(static=kinds.pop())
     if _bound_to_device(ctx, expr):
@@ -352,11 +354,11 @@ def _binds(ctx: FileContext) -> Dict[str, List[Tuple[Optional[cst.FunctionDef], 
     for node in iter_nodes(ctx.module, skip_defs=False):  # the fast read-only walk
         kind = node.__class__  # (LibCST's node classes have no subclasses)
         if kind is cst.Assign:
-            for t in node.targets:
+            for t in cast(cst.Assign, node).targets:
                 for name in target_names(t.target):
                     binds[name].append((facts.enclosing_function(node), node))
-        elif kind is cst.AnnAssign and node.value is not None:
-            for name in target_names(node.target):
+        elif kind is cst.AnnAssign and cast(cst.AnnAssign, node).value is not None:
+            for name in target_names(cast(cst.AnnAssign, node).target):
                 binds[name].append((facts.enclosing_function(node), node))
     return binds
 
@@ -476,15 +478,15 @@ def _never_true(ctx: FileContext, expr: cst.BaseExpression) -> bool:
         if not (isinstance(key, cst.SimpleString) and isinstance(base, cst.Attribute) and dotted(base.value) == "self"):
             return False
         cls = ctx.torch.enclosing_class(expr)
-        writes = ctx.values.index.self_attrs.get((cls, base.attr.value), [])
-        if len(writes) != 1 or not isinstance(writes[0], cst.Dict):
+        assigned = ctx.values.index.self_attrs.get((cls, base.attr.value), [])
+        if len(assigned) != 1 or not isinstance(assigned[0], cst.Dict):
             return False
         for node in iter_nodes(ctx.module, skip_defs=False):  # changed anywhere? then it may be true
             if isinstance(node, cst.Subscript) and ctx.code(node.value) == ctx.code(base) and _is_store(ctx, node):
                 return False
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in ("update", "setdefault") and ctx.code(node.func.value) == ctx.code(base):
                 return False
-        for el in writes[0].elements:
+        for el in assigned[0].elements:
             if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString) and el.key.evaluated_value == key.evaluated_value:
                 return isinstance(el.value, cst.Name) and el.value.value in ("False", "None")
     return False
@@ -513,11 +515,11 @@ def _autocasts(ctx: FileContext) -> List[Tuple[cst.CSTNode, cst.Call]]:
             continue
         parent = facts.parent(c)
         if isinstance(parent, cst.WithItem):
-            out.append((facts.parent(parent), c))
+            out.append((cast(cst.With, facts.parent(parent)), c))  # (a `with` item always sits in its `with`)
         elif isinstance(parent, cst.Decorator):
-            out.append((facts.parent(parent), c))
+            out.append((cast(cst.CSTNode, facts.parent(parent)), c))  # (its function or class)
         else:
-            node = c
+            node: cst.CSTNode = c
             while isinstance(parent, (cst.IfExp, cst.BooleanOperation)):
                 node, parent = parent, facts.parent(parent)
             targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target] if isinstance(parent, cst.AnnAssign) else []

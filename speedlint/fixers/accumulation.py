@@ -20,7 +20,7 @@ condition is always true). Steps that already accumulate are left alone; idempot
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple, Union, cast
 
 import libcst as cst
 from libcst.codemod import Codemod, CodemodContext
@@ -185,7 +185,7 @@ class _Knob:
             return
         self.added.add(kind)
         if kind == "option":
-            e.after[self.parser_stmt].append(
+            e.after[cast(cst.SimpleStatementLine, self.parser_stmt)].append(  # (an option only when there is a parser)
                 parse_stmt(
                     f'{self.parser_name}.add_argument("--accumulation-steps", type=int, default={self.steps}, '
                     f'help="optimizer step every N batches (gradient accumulation)")\n'
@@ -193,7 +193,7 @@ class _Knob:
             )
             return
         body = list(self.ctx.module.body)
-        last_import = None
+        last_import: Optional[Union[cst.SimpleStatementLine, cst.Try]] = None
         for stmt in body:
             if isinstance(stmt, cst.SimpleStatementLine) and all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body):
                 last_import = stmt
@@ -253,20 +253,26 @@ def _plan_step(ctx: FileContext, p: StepPlan, knob: _Knob) -> None:
         knob.define(e, acc)
         sc = scaler_of_backward(back)
 
-        def divide(new: cst.Call) -> cst.Call:
+        def divide(node: cst.CSTNode) -> cst.CSTNode:
+            new = cast(cst.Call, node)  # `loss.backward()` or `scaler.scale(loss).backward()` (checked above)
+            func = cast(cst.Attribute, new.func)
             if sc is not None:
-                scale = new.func.value  # type: ignore[attr-defined]
+                scale = cast(cst.Call, func.value)
                 arg = scale.args[0]
                 div = cst.BinaryOperation(_paren(arg.value), cst.Divide(), parse_expr(acc))
                 scale = scale.with_changes(args=[arg.with_changes(value=div)])
-                return new.with_changes(func=new.func.with_changes(value=scale))  # type: ignore[attr-defined]
-            div = cst.BinaryOperation(_paren(new.func.value), cst.Divide(), parse_expr(acc))  # type: ignore[attr-defined]
-            return new.with_changes(func=new.func.with_changes(value=div.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])))  # type: ignore[attr-defined]
+                return new.with_changes(func=func.with_changes(value=scale))
+            div = cst.BinaryOperation(_paren(func.value), cst.Divide(), parse_expr(acc))
+            return new.with_changes(func=func.with_changes(value=div.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])))
 
         e.replace[back] = divide
         cond = f"({index} + 1) % {acc} == 0 or {index} + 1 == len({sized})"
+
+        def on_step(b: List[cst.BaseStatement]) -> cst.BaseStatement:
+            return _if(cond, b)
+
         for run in runs:
-            e.wrap(block, run[0], run[-1], lambda b, cond=cond: _if(cond, b))
+            e.wrap(block, run[0], run[-1], on_step)
         for z in early_zero:
             e.wrap(block, z, z, lambda b: _if(f"{index} % {acc} == 0", b))
         if new_loop is not None:
@@ -327,7 +333,7 @@ def _is_update(ctx: FileContext, stmt: cst.CSTNode) -> bool:
     return True
 
 
-def _index_of(ctx: FileContext, loop: cst.For):  # type: ignore[no-untyped-def]
+def _index_of(ctx: FileContext, loop: cst.For) -> Tuple[str, str, Optional[Tuple[cst.Tuple, cst.Call]]]:
     """(index name, sized loader expression code, new (target, iter) or None)."""
     it = loop.iter
     tq = _unwrap_tqdm(ctx, it)

@@ -24,7 +24,7 @@ changes nothing. `plan(ctx)` says per step loop whether (and why not) the rewrit
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, FrozenSet, List, Optional, Set, Tuple
+from typing import Any, Dict, FrozenSet, List, Literal, Optional, Sequence, Set, Tuple, Union, cast
 
 import libcst as cst
 from libcst.codemod import Codemod, CodemodContext
@@ -67,6 +67,7 @@ from speedlint.fixers._common import (
 )
 
 FLOAT16, BFLOAT16 = "torch.float16", "torch.bfloat16"
+Range = Tuple[cst.IndentedBlock, cst.CSTNode, cst.CSTNode]  # (block, first, last): statements to run under autocast
 
 
 @dataclass
@@ -100,7 +101,7 @@ def plan(ctx: FileContext) -> Dict[Loop, StepPlan]:
 
 def _plan(ctx: FileContext) -> Dict[Loop, StepPlan]:
     plans: Dict[Loop, StepPlan] = {}
-    scaler_names: Dict[str, str] = {}
+    scaler_names: Dict[int, str] = {}  # id(class) -> its scaler attribute
     for loop in sorted(ctx.torch.step_loops, key=lambda n: ctx.torch.order.get(n, 0)):
         p = StepPlan(loop)
         backwards = step_calls(ctx, loop, ctx.torch.is_backward)
@@ -120,7 +121,7 @@ def _plan(ctx: FileContext) -> Dict[Loop, StepPlan]:
         elif p.opt_in is not None:
             p.reason = f"AMP is there behind `{p.opt_in}`: turn the option on (or its default) instead"
             p.anchor = _forward_anchor(ctx, loop, loop.body)  # (the backward may sit in an `if` on the option)
-            branch = p.anchor
+            branch: Optional[cst.CSTNode] = p.anchor
             if isinstance(branch, cst.If) and ctx.code(branch.test) == p.opt_in and isinstance(branch.orelse, cst.Else):
                 p.anchor = _forward_anchor(ctx, branch, branch.orelse.body)  # the FP32 forward that runs by default
         elif not p.covered:
@@ -181,7 +182,7 @@ class AmpCodemod(Codemod):
 
 
 # -- planning one step -----------------------------------------------------------------------------
-def _plan_step(ctx: FileContext, p: StepPlan, backwards: List[cst.Call], scaler_names: Dict[str, str]) -> None:
+def _plan_step(ctx: FileContext, p: StepPlan, backwards: List[cst.Call], scaler_names: Dict[int, str]) -> None:
     facts = ctx.torch
     if not backwards:
         raise _Fail("no backward() found in the step")
@@ -220,10 +221,10 @@ def _plan_step(ctx: FileContext, p: StepPlan, backwards: List[cst.Call], scaler_
         p.existing_scaler = scaler
         if opt_steps:
             raise _Fail("a GradScaler is used, but some optimizer steps bypass it")
-        dev = _existing_scaler_device(ctx, scaler, cls)
+        existing_dev = _existing_scaler_device(ctx, scaler, cls)
         dtype = FLOAT16
         enabled = f"{scaler}.is_enabled()"
-        p.edits.append(lambda e, r=ranges, d=dev, en=enabled: _wrap_ranges(ctx, e, r, d.code, dtype, en))
+        p.edits.append(lambda e, r=ranges, d=existing_dev, en=enabled: _wrap_ranges(ctx, e, r, d.code, dtype, en))
         return
 
     # device of the step
@@ -236,7 +237,7 @@ def _plan_step(ctx: FileContext, p: StepPlan, backwards: List[cst.Call], scaler_
         return
 
     # the scaler: created once, next to the optimizer
-    opts = list(dict.fromkeys(receiver(c) for c in opt_steps))
+    opts = cast(List[str], list(dict.fromkeys(receiver(c) for c in opt_steps)))  # (each has one: checked above)
     site = _scaler_site(ctx, opts, step_fn, cls, scaler_names)
     scaler_dev = dev if site.scope_fn is step_fn and not site.threaded else _device_for(ctx, site.scope_fn, site.cls, site.after, None)
     if scaler_dev is None:
@@ -246,6 +247,8 @@ def _plan_step(ctx: FileContext, p: StepPlan, backwards: List[cst.Call], scaler_
 
     ref = site.ref
     device_stmt = None
+    # where the `amp_dtype` variable is set: (next to the scaler, code) or (before this loop, code, the loop)
+    dtype_stmt: Optional[Union[Tuple[Literal["site"], str], Tuple[Literal["loop"], str, cst.CSTNode]]]
     if (
         dev.expr is not None
         and dev.expr.startswith("torch.device(")
@@ -283,30 +286,35 @@ def _plan_step(ctx: FileContext, p: StepPlan, backwards: List[cst.Call], scaler_
 
     clips = [c for c in step_calls(ctx, p.loop, lambda c: is_clip(ctx, c))]
     for c in clips:
-        if statement_line(ctx, c) is None or not isinstance(block_of(ctx, statement_line(ctx, c)), cst.IndentedBlock):
+        clip_line = statement_line(ctx, c)
+        if clip_line is None or not isinstance(block_of(ctx, clip_line), cst.IndentedBlock):
             raise _Fail("gradient clipping is not a statement of its own")
     early, covered = _gradient_users(ctx, stmts, opt_steps)
     clips = [c for c in clips if not _runs_in(ctx, c, covered)]
     use_ref = site.use_ref
 
+    def scaled(new: cst.CSTNode) -> cst.CSTNode:
+        func = cast(cst.Attribute, cast(cst.Call, new).func)  # a plain `loss.backward()` (checked above)
+        return new.with_changes(
+            func=func.with_changes(
+                value=cst.Call(func=parse_expr(f"{use_ref}.scale"), args=[cst.Arg(_strip(func.value))])
+            )
+        )
+
     def apply(e: Edits) -> None:
         _wrap_ranges(ctx, e, ranges, dev.code, dtype_code, None)
         e.imports.append(("torch", None))
         for b in backwards:
-            e.replace[b] = lambda new: new.with_changes(
-                func=new.func.with_changes(
-                    value=cst.Call(func=parse_expr(f"{use_ref}.scale"), args=[cst.Arg(_strip(new.func.value))])
-                )
-            )
+            e.replace[b] = scaled
         for c in opt_steps:
             opt = receiver(c)
             e.replace[c] = parse_expr(f"{use_ref}.step({opt})")
         last = opt_steps[-1]
-        e.after[expr_statement(ctx, last)].append(parse_stmt(f"{use_ref}.update()\n"))
+        e.after[cast(cst.SimpleStatementLine, expr_statement(ctx, last))].append(parse_stmt(f"{use_ref}.update()\n"))
         for c in clips:
             nxt = [s for s in opt_steps if ctx.torch.is_before(c, s)]
             opt = receiver(nxt[0] if nxt else opt_steps[-1])
-            e.before[statement_line(ctx, c)].append(parse_stmt(f"{use_ref}.unscale_({opt})\n"))
+            e.before[cast(cst.BaseStatement, statement_line(ctx, c))].append(parse_stmt(f"{use_ref}.unscale_({opt})\n"))
         for stmt, opt in early:
             e.before[stmt].append(parse_stmt(f"{use_ref}.unscale_({opt})\n"))
         new_lines = [parse_stmt(device_stmt + "\n")] if device_stmt else []
@@ -380,7 +388,7 @@ def _forward_in(ctx: FileContext, stmt: cst.CSTNode, block: Optional[cst.CSTNode
     statements) that runs the forward."""
     if not isinstance(block, cst.IndentedBlock):
         return None
-    body = list(block.body)
+    body: List[cst.CSTNode] = list(block.body)
     for candidate in body[: body.index(stmt)] if stmt in body else body:
         for call in calls_in(ctx, candidate):
             if ctx.torch.grad_disabled_at(call) is None and _may_run_forward(ctx, call):
@@ -456,7 +464,7 @@ def _gradient_users(
         first = next((i for i, stmt in enumerate(between) if _uses_gradients(ctx, stmt, models)), None)
         if first is None:
             continue
-        early.append((between[first], receiver(c)))  # type: ignore[arg-type]
+        early.append((between[first], cast(str, receiver(c))))  # (a plain `optimizer.step()`: checked when planning)
         covered.update(between[first:])
     return early, covered
 
@@ -501,7 +509,7 @@ def _uses_gradients(ctx: FileContext, stmt: cst.CSTNode, models: FrozenSet[str])
     return False
 
 
-def _forward_range(ctx: FileContext, stmt: cst.SimpleStatementLine) -> Tuple[cst.IndentedBlock, cst.CSTNode, cst.CSTNode]:
+def _forward_range(ctx: FileContext, stmt: cst.SimpleStatementLine) -> Range:
     """(block, first, last) statements before `stmt` that compute the forward and the loss."""
     block = block_of(ctx, stmt)
     assert isinstance(block, cst.IndentedBlock)
@@ -522,14 +530,15 @@ def _forward_range(ctx: FileContext, stmt: cst.SimpleStatementLine) -> Tuple[cst
         lo += 1
     if lo >= hi or not any(calls_in(ctx, s) for s in body[lo:hi]):
         raise _Fail("no forward/loss statements found before backward()")
-    loss = dotted(stmt.body[0].value.func.value)  # type: ignore[attr-defined]
+    backward = cast(cst.Call, cast(cst.Expr, stmt.body[0]).value)  # `stmt` is a `loss.backward()` line (`expr_statement`)
+    loss = dotted(cast(cst.Attribute, backward.func).value)
     if loss and "." not in loss and not any(_assigns(s, loss) for s in body[lo:hi]):
         raise _Fail(f"`{loss}` is not computed right before backward()")
     return block, body[lo], body[hi - 1]
 
 
 def _assigns(stmt: cst.CSTNode, name: str) -> bool:
-    found = []
+    found: List[cst.BaseSmallStatement] = []
 
     class V(cst.CSTVisitor):
         def visit_Assign(self, node: cst.Assign) -> None:
@@ -592,11 +601,15 @@ def _is_move(value: cst.BaseExpression) -> bool:
     return False
 
 
-def _wrap_ranges(ctx: FileContext, e: Edits, ranges, device_code: str, dtype: str, enabled: Optional[str]) -> None:  # type: ignore[no-untyped-def]
+def _wrap_ranges(ctx: FileContext, e: Edits, ranges: Sequence[Range], device_code: str, dtype: str, enabled: Optional[str]) -> None:
     args = f"device_type={device_code}, dtype={dtype}" + (f", enabled={enabled}" if enabled else "")
     item = cst.WithItem(parse_expr(f"torch.autocast({args})"))
+
+    def under_autocast(body: List[cst.BaseStatement]) -> cst.BaseStatement:
+        return with_block([item], body)
+
     for block, first, last in ranges:
-        e.wrap(block, first, last, lambda body, item=item: with_block([item], body))
+        e.wrap(block, first, last, under_autocast)
     e.imports.append(("torch", None))
 
 
@@ -646,9 +659,13 @@ class _Site:
             return
         fn, callers = self.threaded
         name = self.use_ref
-        e.replace[fn.params] = lambda params: _add_param(params, name)
+        e.replace[fn.params] = lambda params: _add_param(cast(cst.Parameters, params), name)
+
+        def with_scaler(new: cst.CSTNode) -> cst.CSTNode:
+            return with_keyword(cast(cst.Call, new), name, cst.Name(self.ref))
+
         for call in callers:
-            e.replace[call] = lambda new, name=name: with_keyword(new, name, cst.Name(self.ref))
+            e.replace[call] = with_scaler
 
     def valid_at(self, ctx: FileContext, node: cst.CSTNode) -> bool:
         if self.ref.startswith("self."):
@@ -674,12 +691,12 @@ def _binding_statement(ctx: FileContext, assign: cst.CSTNode) -> Optional[cst.CS
     return None
 
 
-def _scaler_site(ctx: FileContext, opts: List[str], step_fn: Optional[cst.FunctionDef], cls: Optional[cst.ClassDef], names: Dict[str, str]) -> _Site:
+def _scaler_site(ctx: FileContext, opts: List[str], step_fn: Optional[cst.FunctionDef], cls: Optional[cst.ClassDef], names: Dict[int, str]) -> _Site:
     facts = ctx.torch
     if all(o.startswith("self.") and o.count(".") == 1 for o in opts):
         if cls is None:
             raise _Fail("`self.` optimizer outside a class")
-        stmts = []
+        stmts: List[cst.CSTNode] = []
         for o in opts:
             found = self_bindings(ctx, cls, o[5:])
             if len(found) != 1:
@@ -692,7 +709,7 @@ def _scaler_site(ctx: FileContext, opts: List[str], step_fn: Optional[cst.Functi
         fn = facts.enclosing_function(after)
         if len({facts.enclosing_function(s) for s in stmts}) != 1:
             raise _Fail("the optimizers are created in different methods")
-        name = names.setdefault(id(cls), "self." + _fresh_attr(ctx, cls, "scaler"))  # type: ignore[arg-type]
+        name = names.setdefault(id(cls), "self." + _fresh_attr(ctx, cls, "scaler"))
         return _Site(name, name, after, fn, cls)
     if not all("." not in o for o in opts):
         raise _Fail("optimizer attribute that is not `self.<name>`")
@@ -702,7 +719,7 @@ def _scaler_site(ctx: FileContext, opts: List[str], step_fn: Optional[cst.Functi
         if not all(o in params for o in opts) or step_fn is None:
             raise _Fail("some optimizers are parameters and some are not")
         return _threaded_site(ctx, opts, step_fn)
-    stmts: List[cst.CSTNode] = []
+    stmts = []
     for o in opts:
         local = [b for fn, b in bindings(ctx, o) if fn is step_fn]
         glob = [b for fn, b in bindings(ctx, o) if fn is None]
@@ -803,7 +820,10 @@ def _checkpoint_edits(ctx: FileContext, e: Edits, opts: List[str], site: _Site) 
                 isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString) and el.key.evaluated_value == key
                 for el in holder.elements
             ):
-                e.replace[holder] = lambda new, parent=parent: _dict_with(new, parent, key, f"{site.ref}.state_dict()")
+                def with_scaler_state(new: cst.CSTNode, parent: cst.DictElement = cast(cst.DictElement, parent)) -> cst.CSTNode:
+                    return _dict_with(cast(cst.Dict, new), parent, key, f"{site.ref}.state_dict()")
+
+                e.replace[holder] = with_scaler_state
         elif func.attr.value == "load_state_dict" and len(call.args) == 1:
             arg = call.args[0].value
             stmt = expr_statement(ctx, call)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple, Union, cast
 
 import libcst as cst
 from libcst.codemod import CodemodCommand, CodemodContext
@@ -44,6 +44,7 @@ from speedlint.analyzer.providers.loaders import LoaderFacts, kwarg, loader_fact
 from speedlint.analyzer.providers import walk
 
 WORKERS_CODE = "min(8, os.cpu_count() or 1)"
+TopStatement = Union[cst.SimpleStatementLine, cst.BaseCompoundStatement]  # what a module's body holds
 
 
 @dataclass
@@ -179,7 +180,7 @@ def _plan(ctx: FileContext) -> ModulePlan:
 
 
 def _plan_guard(ctx: FileContext, facts: LoaderFacts, result: ModulePlan, triggers: Sequence[cst.CSTNode]) -> None:
-    body = list(ctx.module.body)
+    body: List[cst.CSTNode] = list(ctx.module.body)
     if facts.main_guard() is not None:
         result.reason = (
             "the loader is iterated by top-level code outside the `if __name__ == \"__main__\":` block; "
@@ -288,7 +289,7 @@ class _Apply(cst.CSTTransformer):
         self.guard_from = module_plan.guard_from
         self.columns = module_plan.columns
 
-    def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def]
+    def on_leave(self, original_node, updated_node):
         updated_node = super().on_leave(original_node, updated_node)
         if original_node in self.replace:
             return self.replace[original_node]
@@ -302,7 +303,8 @@ class _Apply(cst.CSTTransformer):
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         if self.guard_from is None:
             return updated_node
-        index = list(original_node.body).index(self.guard_from)
+        original: List[cst.CSTNode] = list(original_node.body)
+        index = original.index(self.guard_from)
         body = list(updated_node.body)
         head, tail = body[:index], body[index:]
         first = tail[0]
@@ -315,7 +317,7 @@ class _Apply(cst.CSTTransformer):
         return updated_node.with_changes(body=[*head, guard])
 
 
-def _unindent_blank_lines(stmt: cst.BaseStatement) -> cst.BaseStatement:
+def _unindent_blank_lines(stmt: TopStatement) -> TopStatement:
     """Blank lines above a statement moved into a block must not gain trailing spaces."""
     lines = [l.with_changes(indent=False) if l.comment is None else l for l in stmt.leading_lines]
     return stmt.with_changes(leading_lines=lines)
@@ -347,7 +349,7 @@ def place_stdlib_import(module: cst.Module, name: str) -> cst.Module:
     imports = [i for i, s in enumerate(body) if _import_root(s) is not None]
     if not imports:
         return module
-    stdlib = getattr(sys, "stdlib_module_names", frozenset())
+    stdlib: FrozenSet[str] = getattr(sys, "stdlib_module_names", frozenset())
     group = [i for i in imports if _import_root(body[i]) in stdlib or _import_root(body[i]) == "__future__"]
     first = imports[0]
     if not group or group[0] != first:  # no stdlib group yet: a group of its own, first
@@ -361,7 +363,11 @@ def place_stdlib_import(module: cst.Module, name: str) -> cst.Module:
     end = first
     while end + 1 < len(body) and (end + 1) in group:
         end += 1
-    pos = next((i for i in range(first, end + 1) if isinstance(body[i].body[0], cst.Import) and (_import_root(body[i]) or "") > name and _import_root(body[i]) != "__future__"), None)  # type: ignore[attr-defined]
+    pos = next(
+        (i for i in range(first, end + 1) if isinstance(cast(cst.SimpleStatementLine, body[i]).body[0], cst.Import)  # (an import line)
+         and (_import_root(body[i]) or "") > name and _import_root(body[i]) != "__future__"),
+        None,
+    )
     if pos is None:
         body.insert(end + 1, stmt.with_changes(leading_lines=[]))
     else:

@@ -28,7 +28,13 @@ import time
 import traceback
 import weakref
 
-STATE = {
+TYPE_CHECKING = False  # (the names below are for type checkers: at run time the shim imports nothing more)
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+    from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+STATE: Dict[str, Any] = {
     "status": "running",  # completed | stopped | error | exit
     "exit_code": 0,
     "error": None,
@@ -48,14 +54,14 @@ class _StopRun(BaseException):
 
 
 _wait = [0.0]
-_pending = []  # loss tensors (detached) since the last optimizer step
-_scaled = {}  # id(scaled tensor) -> (scaled tensor, unscaled detached tensor)
-_iters = weakref.WeakSet()  # live DataLoader iterators (to shut workers down on stop)
-_config = {}
+_pending: List[Any] = []  # loss tensors (detached) since the last optimizer step
+_scaled: Dict[int, Tuple[Any, Any]] = {}  # id(scaled tensor) -> (scaled tensor, unscaled detached tensor)
+_iters: weakref.WeakSet[Any] = weakref.WeakSet()  # live DataLoader iterators (to shut workers down on stop)
+_config: Dict[str, Any] = {}
 _stopping = [False]
 
 
-def _to_float(value) -> float:  # type: ignore[no-untyped-def]
+def _to_float(value: Any) -> float:
     try:
         return float(value)
     except Exception:
@@ -78,7 +84,7 @@ def _install_torch_hooks() -> None:
     warmup = _config["warmup"]
     total = warmup + _config["steps"]
 
-    def step_hook(optimizer, args, kwargs):  # type: ignore[no-untyped-def]
+    def step_hook(optimizer, args, kwargs):
         step = len(STATE["step_times"]) + 1
         if (step == warmup or step == total) and torch.cuda.is_initialized():
             # The rate is measured between these two steps' timestamps: on a GPU, the work
@@ -101,7 +107,7 @@ def _install_torch_hooks() -> None:
 
     original_backward = torch.autograd.backward
 
-    def backward(tensors, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def backward(tensors, *args, **kwargs):
         t = tensors[0] if isinstance(tensors, (list, tuple)) and len(tensors) == 1 else tensors
         if isinstance(t, torch.Tensor) and t.numel() == 1:
             entry = _scaled.pop(id(t), None)
@@ -117,14 +123,14 @@ def _install_torch_hooks() -> None:
 
         original_scale = GradScaler.scale
 
-        def scale(self, outputs):  # type: ignore[no-untyped-def]
+        def scale(self, outputs):
             result = original_scale(self, outputs)
             if isinstance(outputs, torch.Tensor) and isinstance(result, torch.Tensor):
                 STATE["amp_scaler"] = True
                 _scaled[id(result)] = (result, outputs.detach())
             return result
 
-        GradScaler.scale = scale
+        GradScaler.scale = scale  # type: ignore[method-assign]
     except Exception:
         pass
 
@@ -132,28 +138,28 @@ def _install_torch_hooks() -> None:
 
     original_next = dl._BaseDataLoaderIter.__next__
 
-    def timed_next(self):  # type: ignore[no-untyped-def]
+    def timed_next(self):
         t0 = time.perf_counter()
         try:
             return original_next(self)
         finally:
             _wait[0] += time.perf_counter() - t0
 
-    dl._BaseDataLoaderIter.__next__ = timed_next
+    dl._BaseDataLoaderIter.__next__ = timed_next  # type: ignore[method-assign]
 
     original_init = dl._MultiProcessingDataLoaderIter.__init__
 
-    def init(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def init(self, *args, **kwargs):
         original_init(self, *args, **kwargs)
         _iters.add(self)
 
-    dl._MultiProcessingDataLoaderIter.__init__ = init
+    dl._MultiProcessingDataLoaderIter.__init__ = init  # type: ignore[method-assign]
 
 
 class _TorchWatcher:
     """A meta-path finder that installs the hooks right after the script imports torch."""
 
-    def find_spec(self, name, path=None, target=None):  # type: ignore[no-untyped-def]
+    def find_spec(self, name: str, path: Optional[Sequence[str]] = None, target: Optional[ModuleType] = None) -> Optional[ModuleSpec]:
         if name != "torch":
             return None
         sys.meta_path.remove(self)
@@ -165,7 +171,7 @@ class _TorchWatcher:
         loader = spec.loader
         original_exec = loader.exec_module
 
-        def exec_module(module):  # type: ignore[no-untyped-def]
+        def exec_module(module):
             original_exec(module)
             try:
                 _install_torch_hooks()
@@ -214,7 +220,7 @@ def _print_user_traceback(exc: BaseException, script: str) -> None:
     sys.stderr.write("".join(traceback.format_exception(type(exc), exc, first)))
 
 
-def main(argv) -> int:  # type: ignore[no-untyped-def]
+def main(argv: List[str]) -> int:
     if len(argv) < 2:
         sys.stderr.write("usage: shim.py CONFIG.json SCRIPT [ARGS...]\n")
         return 2

@@ -32,10 +32,26 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
 
 if TYPE_CHECKING:  # pragma: no cover
+    from typing import TypedDict
+
     from speedlint.analyzer.fixdriver import FixRun
+    from speedlint.analyzer.runner import SettingsResolver
+
+    class _ResultBase(TypedDict):
+        """The fields of a `VerifyResult` that `verify` knows before the runs."""
+
+        script: str
+        args: List[str]
+        mode: str
+        after_file: Optional[str]
+        fixes: List["AppliedFix"]
+        tolerance: float
+        tolerance_kind: str
+        min_speedup: float
+        settings: Dict[str, object]
 
 SHIM = Path(__file__).with_name("shim.py")
 
@@ -204,7 +220,7 @@ def _tolerance_kind_for_fixes(fixes: Sequence[AppliedFix]) -> str:
     return "safe"
 
 
-def _fix_paths(script: Path, resolver) -> List[str]:  # type: ignore[no-untyped-def]
+def _fix_paths(script: Path, resolver: "SettingsResolver") -> List[str]:
     """What `verify SCRIPT` fixes by default: the script's folder, and the script even when the
     excludes leave it out."""
     from speedlint.analyzer.runner import collect_files
@@ -313,12 +329,13 @@ def run_once(
             _kill_group(proc.pid)  # stragglers: DataLoader workers, helper processes
     wall = time.perf_counter() - start
     stderr_tail = _tail(err_log)
-    data: Dict[str, object] = {}
+    data: Dict[str, Any] = {}  # the shim's measurements (JSON)
     if out.is_file():
         try:
             data = json.loads(out.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             data = {}
+    error: Optional[str]  # (the shim records a message or None)
     if timed_out:
         status, error = "timeout", f"timed out after {opts.timeout:g} s (process group killed)"
     elif not data:
@@ -327,10 +344,10 @@ def run_once(
         error = f"killed by signal {-rc}" if rc is not None and rc < 0 else f"exited with code {rc} without measurements"
     else:
         status = str(data.get("status"))
-        error = data.get("error")  # type: ignore[assignment]
-    times: List[float] = list(data.get("step_times") or [])  # type: ignore[arg-type]
-    waits: List[float] = list(data.get("data_wait") or [])  # type: ignore[arg-type]
-    losses = [None if v is None else float(v) for v in (data.get("losses") or [])]  # type: ignore[union-attr]
+        error = data.get("error")
+    times: List[float] = list(data.get("step_times") or [])
+    waits: List[float] = list(data.get("data_wait") or [])
+    losses = [None if v is None else float(v) for v in (data.get("losses") or [])]
     n = len(times)
     warm = opts.warmup
     if n - warm < MIN_MEASURED_STEPS and n >= MIN_MEASURED_STEPS + 1:
@@ -338,7 +355,7 @@ def run_once(
     rate = share = None
     measured = 0
     if n - warm >= 1 and (warm >= 1 or data.get("start")):
-        t0 = times[warm - 1] if warm >= 1 else float(data["start"])  # type: ignore[arg-type]
+        t0 = times[warm - 1] if warm >= 1 else float(data["start"])
         w0 = waits[warm - 1] if warm >= 1 else 0.0
         span = times[-1] - t0
         measured = n - warm
@@ -427,8 +444,9 @@ def decide(
     sb, sa = _side(before), _side(after)
     assert sb and sa and sb.median and sa.median
     speedup = sa.median / sb.median
-    noise = max((s.high - s.low) / s.median for s in (sb, sa))  # type: ignore[operator]
-    overlap = not (sa.low > sb.high or sa.high < sb.low)  # type: ignore[operator]
+    # (a side with a median has a low and a high too: all three come from the same rates)
+    noise = max((cast(float, s.high) - cast(float, s.low)) / cast(float, s.median) for s in (sb, sa))
+    overlap = not (cast(float, sa.low) > cast(float, sb.high) or cast(float, sa.high) < cast(float, sb.low))
     within_noise = len(before) >= 2 and overlap and abs(max(speedup, 1.0 / speedup) - 1.0) <= noise
     if len(before) < 2:
         notes.append("one run each: the speedup has no spread; use --repeats 3 for a firmer number")
@@ -449,7 +467,7 @@ def _common_root(script: Path, files: Sequence[Path]) -> Path:
     return Path(os.path.commonpath(folders))
 
 
-def verify(opts: VerifyOptions, resolver=None, progress: Optional[Progress] = None) -> VerifyResult:  # type: ignore[no-untyped-def]
+def verify(opts: VerifyOptions, resolver: "Optional[SettingsResolver]" = None, progress: Optional[Progress] = None) -> VerifyResult:
     say = progress or (lambda _msg: None)
     script = opts.script.resolve()
     if not script.is_file():
@@ -513,7 +531,7 @@ def verify(opts: VerifyOptions, resolver=None, progress: Optional[Progress] = No
             "steps": opts.steps, "warmup": opts.warmup, "repeats": opts.repeats, "timeout": opts.timeout,
             "seed": opts.seed, "min_speedup": opts.min_speedup, "python": sys.executable,
         }
-        base = dict(
+        base: _ResultBase = dict(
             script=str(opts.script), args=list(opts.args), mode="after" if after_file else "fixes",
             after_file=str(opts.after) if opts.after else None, fixes=fixes, tolerance=tolerance,
             tolerance_kind=kind, min_speedup=opts.min_speedup, settings=settings,
@@ -522,7 +540,7 @@ def verify(opts: VerifyOptions, resolver=None, progress: Optional[Progress] = No
             return VerifyResult(
                 verdict=INCONCLUSIVE, reason="no fixes apply to this script with the selected rules: nothing to verify",
                 speedup=None, before=None, after=None, loss_steps_compared=0, loss_max_deviation=None,
-                loss_max_deviation_step=None, runs=[], **base,  # type: ignore[arg-type]
+                loss_max_deviation_step=None, runs=[], **base,
             )
         try:
             inside = cwd.relative_to(root)
@@ -556,7 +574,7 @@ def verify(opts: VerifyOptions, resolver=None, progress: Optional[Progress] = No
             verdict=verdict, reason=reason, speedup=speedup,
             before=_side([r for r in before_runs if not r.failed]), after=_side([r for r in after_runs if not r.failed]),
             loss_steps_compared=dev[2], loss_max_deviation=dev[0] if dev[2] else None, loss_max_deviation_step=dev[1],
-            runs=before_runs + after_runs, notes=notes, **base,  # type: ignore[arg-type]
+            runs=before_runs + after_runs, notes=notes, **base,
         )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

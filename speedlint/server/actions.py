@@ -143,7 +143,7 @@ def hover(state: State, doc: Document, position: types.Position, codec: Position
     lines = lines_of(doc.text)
     at = codec.position_from_client_units(lines, position)
     line, column = at.line + 1, at.character + 1
-    parts = []
+    parts: List[str] = []
     for f in state.current(doc).findings:
         inside = (f.line, f.column) <= (line, column) <= (f.end_line, f.end_column) or f.line == line
         if not inside or any(p.startswith(f"# {f.code} ") for p in parts):

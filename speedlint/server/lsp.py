@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Set, cast
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -104,12 +104,13 @@ class SpeedlintServer(LanguageServer):
             if d.kind == "internal-error":
                 self.log_once(f"speedlint: {d.path}: {d.message}", types.MessageType.Error)
         codec = self.workspace.position_codec
+        # (`publish` runs inside `State.refresh`, after `ensure_state`: `self.state` is set)
         if doc.is_notebook:
-            for uri, diagnostics in notebooks.cell_diagnostics(doc, result, codec, self.state.uri_of).items():  # type: ignore[union-attr]
+            for uri, diagnostics in notebooks.cell_diagnostics(doc, result, codec, cast(State, self.state).uri_of).items():
                 self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics))
             return
         lines = lines_of(doc.text)
-        out = [finding_diagnostic(f, codec, lines, self.state.uri_of) for f in result.findings]  # type: ignore[union-attr]
+        out = [finding_diagnostic(f, codec, lines, cast(State, self.state).uri_of) for f in result.findings]
         out += [problem_diagnostic(d, codec, lines) for d in result.diagnostics]
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=doc.uri, diagnostics=out, version=doc.version))
 

@@ -5,7 +5,7 @@ cell counted, as in the `.ipynb` file), analysed like `check` analyses a noteboo
 from __future__ import annotations
 
 import json
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from lsprotocol import types
 from pygls.workspace import Workspace
@@ -23,7 +23,7 @@ def sync(workspace: Workspace, doc: Document) -> List[str]:
     notebook = workspace.get_notebook_document(notebook_uri=doc.uri)
     if notebook is None:
         return []
-    cells = []
+    cells: List[Dict[str, Any]] = []
     uris = []
     for cell in notebook.cells:
         source = workspace.get_text_document(cell.document).source

@@ -22,7 +22,7 @@ MAX_CONFIG_BYTES = 1_000_000
 GlobsFor = Callable[[Path], Tuple[Sequence[str], Path]]
 
 
-def discover_config_files(paths: Sequence[str], globs_for: GlobsFor, excludes_for: Callable) -> List[str]:  # type: ignore[type-arg]
+def discover_config_files(paths: Sequence[str], globs_for: GlobsFor, excludes_for: Callable) -> List[str]:
     """Absolute paths of the config files under the checked folders (and the folders of the
     checked files), sorted."""
     from speedlint.analyzer.discovery import _Ignorer, matches_excludes, resolve, walk

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import posixpath
 from types import MappingProxyType
-from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple
+from typing import AbstractSet, Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple
 
 from speedlint.analyzer.configs.candidates import candidate_files
 from speedlint.analyzer.configs.sources import Layer, compose, load
@@ -160,7 +160,7 @@ class ConfigFlow:
             return []
         skip = self.hot._skip_of(fid)
         index = params.index(name) - skip
-        out = []
+        out: List[Tuple[int, Optional[int], Any]] = []
         for caller_fid, call_index in p.callers[fid]:
             caller_mid, fn = p.functions[caller_fid]
             out.append((caller_mid, caller_fid, _argument(fn["calls"][call_index], name, index)))
@@ -333,7 +333,7 @@ class ConfigFlow:
     def _callees(self, mid: int, fid: Optional[int], func: Any) -> List[int]:
         """Project functions a call runs, by name (`f`, `module.f`, `self.f`)."""
         p = self.p
-        objs: Set[str] = set()
+        objs: AbstractSet[str] = set()  # (a memo's read-only set, or this one)
         if func[0] == "n":
             objs = p.symbol(mid, func[1])
         elif func[0] == "a" and func[1] is not None and func[1][0] == "n":

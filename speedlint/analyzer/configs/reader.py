@@ -387,6 +387,7 @@ class _Yaml:
 
     def _sequence(self, i: int, indent: int) -> Tuple[Sequence, int]:
         seq = Sequence(line=self.lines[i].number)
+        node: Node
         while i < len(self.lines):
             line = self.lines[i]
             if line.indent != indent or not _is_seq_item(line, indent):
@@ -815,9 +816,9 @@ def _read_ini(text: str) -> Node:
         if line[0] in " \t":
             if section is not None and places:
                 last = max(places.values(), key=lambda p: p[0])
-                for key, place in list(places.items()):
-                    if place is last:
-                        places.pop(key)  # a multi-line value: not located
+                for stale_key, stale_place in list(places.items()):
+                    if stale_place is last:
+                        places.pop(stale_key)  # a multi-line value: not located
             continue
         m = _INI_SECTION.match(line)
         if m:

@@ -400,7 +400,7 @@ def all_statements(tree: ast.Module) -> List[Tuple[ast.stmt, Optional[ast.AST]]]
             for child in reversed(getattr(stmt, name)):
                 if isinstance(child, ast.stmt):
                     todo.append((child, inner))
-                elif isinstance(child, ast.excepthandler):
+                elif isinstance(child, ast.ExceptHandler):  # (the one kind of `ast.excepthandler`)
                     todo.extend((c, inner) for c in reversed(child.body))
         if kind is _MATCH:  # pragma: no cover - rare in training code
             for case in stmt.cases:  # type: ignore[attr-defined]

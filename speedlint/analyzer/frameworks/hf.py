@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 import libcst as cst
 
@@ -95,6 +95,7 @@ def _knob(ctx: "FileContext", call: cst.Call) -> Knob:
     written = [a for a in call.args if a.keyword is not None and a.keyword.value in ("fp16", "bf16")]
     anchor: cst.CSTNode = written[0] if written else call
     name = ctx.code(call.func).rsplit(".", 1)[-1]
+    fix: Optional[Tuple[cst.CSTNode, cst.CSTNode, str]]
     fix = (call, keyword_added(call, "bf16", cst.Name("True")), f"Set `{name}(bf16=True)`")
     if any(not isinstance(a.value, cst.Name) for a in written):
         fix = None  # the value comes from elsewhere (an option, a constant): edit it there

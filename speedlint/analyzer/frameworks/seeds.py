@@ -55,7 +55,7 @@ def add_framework_seeds(
         return got
 
     def project(mid: int) -> Dict[str, Any]:
-        return file_seeds(mid).project  # type: ignore[no-any-return]
+        return file_seeds(mid).project
 
     framework_classes: List[int] = []
     for cid, (mid, q, c) in enumerate(p.classes):

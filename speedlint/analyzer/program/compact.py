@@ -10,7 +10,7 @@ from typing import Any, Dict, Optional, Tuple
 from speedlint.analyzer.program.schema import C_HOST, Call
 
 
-class FrozenDict(dict):  # type: ignore[type-arg]
+class FrozenDict(dict):
     """A dict of a compact summary: read-only (the summaries of a run are shared by everything
     that reads them), hashable, so that equal ones are one object (`{}` is most keyword maps)."""
 

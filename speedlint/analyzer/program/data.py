@@ -80,7 +80,7 @@ class _Seeds:
         got = self.seeds.get(shown)
         if got is None:
             got = self.seeds[shown] = self.new_seeds()
-        return got.project  # type: ignore[no-any-return]
+        return got.project
 
 
 def _loader_classes(hot: Hotness, seeds: _Seeds) -> None:
@@ -176,8 +176,8 @@ def _in_memory(hot: Hotness, seeds: _Seeds) -> None:
         for name, arg in pairs:
             ok = known.expr(caller_mid, arg, local)
             got[name] = ok if got.get(name, True) else False
-    for fid, names in params.items():
-        chosen = sorted(n for n, ok in names.items() if ok)
+    for fid, given in params.items():
+        chosen = sorted(n for n, ok in given.items() if ok)
         if chosen:
             mid = p.functions[fid][0]
             facts = seeds.project(p.modules[mid].shown).setdefault("in_memory", {})

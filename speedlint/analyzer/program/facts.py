@@ -79,7 +79,8 @@ class ProgramFacts(Hotness):
                     passed.add(kw)
             for name in params[skip:]:
                 if name not in passed and got.get(name, ()) is not None:
-                    got.setdefault(name, []).append(DEFAULT)  # this call leaves it to the default
+                    # (a list: `got.get(name, ())` is not None just above; mypy does not narrow a dict's value)
+                    got.setdefault(name, []).append(DEFAULT)  # type: ignore[union-attr]  # this call leaves it to the default
         for got in out.values():
             got.pop("__cross__", None)
         return {fid: got for fid, got in out.items() if got}
@@ -196,9 +197,9 @@ class ProgramFacts(Hotness):
                     kws = [self._loader_kws(lmid, line) for lmid, line in built]
                     pinned = [b for b, k in zip(built, kws) if k.get("pin_memory") == ("k", True)]
                     if pinned:
-                        lmid, line = pinned[0]
+                        pin_mid, pin_line = pinned[0]
                         self.pinned_loops.setdefault(mid, {})[str(lp["line"])] = [
-                            f"{p.modules[lmid].shown}:{line}", any("collate_fn" in k for k in kws),
+                            f"{p.modules[pin_mid].shown}:{pin_line}", any("collate_fn" in k for k in kws),
                         ]
         return out
 
@@ -320,12 +321,12 @@ class ProgramFacts(Hotness):
         for fid, names in self.host_parameters().items():
             m = p.modules[p.functions[fid][0]]
             out.setdefault(m.shown, FileSeeds()).project.setdefault("host_params", {})[str(p.local_index[fid])] = names
-        for fid, names in self.scalars.items():
+        for fid, scalar_names in self.scalars.items():
             if self.hot[fid]:  # asked about hot functions only
                 mid = p.functions[fid][0]
                 m = p.modules[mid]
                 seeds = out.setdefault(m.shown, FileSeeds())
-                seeds.project.setdefault("scalars", {})[str(p.local_index[fid])] = sorted(names)
+                seeds.project.setdefault("scalars", {})[str(p.local_index[fid])] = sorted(scalar_names)
         # cuDNN facts (SPD701), for the files that train or touch cudnn settings: whether the
         # program a file belongs to (it and the project modules it imports, or that import it)
         # builds convolutions; whether the autotuner is switched on, a step loop runs, inputs
@@ -340,10 +341,10 @@ class ProgramFacts(Hotness):
         for m in p.modules:
             if m.id in step_modules or m.summary.get("cudnn_text"):
                 seeds = out.setdefault(m.shown, FileSeeds())
-                facts = [conv_of[m.id], benchmark_on[m.id], trains[m.id], fixed_shapes[m.id]]
+                cudnn = [conv_of[m.id], benchmark_on[m.id], trains[m.id], fixed_shapes[m.id]]
                 if m.id in step_modules:  # (its own step loops run convolutions: the network trained is a conv net)
-                    facts.append(m.id in conv_steps)
-                seeds.project["cudnn"] = facts
+                    cudnn.append(m.id in conv_steps)
+                seeds.project["cudnn"] = cudnn
         for fid in called:
             mid = p.functions[fid][0]
             if p.modules[mid].summary.get("cudnn_text"):
@@ -371,9 +372,9 @@ class ProgramFacts(Hotness):
                 root = self._root_module(chain) if chain else mid
                 if root is not None and (gpu_of[root] or root in self.framework_modules):  # its trainer places it
                     seeds.gpu = True
-        for mid, fid, loop in self.step_loops:
+        for mid, step_fid, loop in self.step_loops:
             m = p.modules[mid]
-            body = self._body(mid, fid)
+            body = self._body(mid, step_fid)
             seeds = out.setdefault(m.shown, FileSeeds())
             seeds.step_loops = tuple(sorted({*seeds.step_loops, body["loops"][loop]["g"]}))
         for m in p.modules:
@@ -385,9 +386,9 @@ class ProgramFacts(Hotness):
         # (`main.py` parses, `exp/trainer.py` reads `self.args.use_amp`), for the files with seeds
         options_of = self._program_options()
         for m in p.modules:
-            seeds = out.get(m.shown)
-            if seeds is not None and options_of[m.id]:
-                seeds.project["options"] = options_of[m.id]
+            file_seeds = out.get(m.shown)
+            if file_seeds is not None and options_of[m.id]:
+                file_seeds.project["options"] = options_of[m.id]
         return out
 
     def _program_options(self) -> List[Dict[str, Any]]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import os
 from types import MappingProxyType
-from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from speedlint.analyzer.program.schema import C_ARGS, C_FLAGS, C_FUNC, C_KWS, WITH_ITEM
 from speedlint.analyzer.program.plugins import plugin_modules
@@ -167,12 +167,12 @@ class Program:
         self.param_types: Dict[int, Dict[str, Set[str]]] = {}
         #: fid -> parameter -> the types of each position of the literal sequence every call gives
         #: it (None: some call gives something else)
-        self.param_elems: Dict[int, Dict[str, Optional[List[Set[str]]]]] = {}
+        self.param_elems: Dict[int, Dict[str, Optional[List[AbstractSet[str]]]]] = {}
         #: fid -> the types of each position of the literal tuple it always returns (None: not one)
         self.ret_elems: Dict[int, Optional[List[Set[str]]]] = {}
         self.attr_types: Dict[int, Dict[str, Set[str]]] = {}
         self.ret_types: List[FrozenSet[str]] = [_NOTHING] * n
-        self.edges: List[List[Tuple[int, int, Any]]] = [[] for _ in range(n)]  # fid -> [(call index, callee fid, ...)]
+        self.edges: List[List[Tuple[int, int]]] = [[] for _ in range(n)]  # fid -> [(call index, callee fid)]
         self.module_edges: List[List[Tuple[int, int]]] = [[] for _ in self.modules]
         #: what each function read in its latest visit of the rounds, flat: kind, key, key, value
         #: for each (`_inputs_unchanged`)
@@ -223,7 +223,7 @@ class Program:
                 return c
         return None
 
-    def symbol(self, mid: int, name: str, depth: int = 0) -> Set[str]:
+    def symbol(self, mid: int, name: str, depth: int = 0) -> AbstractSet[str]:
         """What a module-level name of module `mid` may be: F:fid, C:cid, M:mid, or instances."""
         key = (mid, name)
         got = self._symbol_memo.get(key)
@@ -280,7 +280,7 @@ class Program:
         self._symbol_fixed = around and self._symbol_fixed
         return got
 
-    def _shared(self, types: Set[str]) -> FrozenSet[str]:
+    def _shared(self, types: AbstractSet[str]) -> FrozenSet[str]:
         """`types` as the one read-only set equal to it: a program of 40,000 functions memoises
         about 150,000 types, of which 10% differ and 60% are empty."""
         if not types:
@@ -325,7 +325,7 @@ class Program:
         mid, q, c = self.classes[cid]
         return {self._external_name(mid, b) for b in c["bases"]} - {""}
 
-    def _eval_static(self, mid: int, expr: Any) -> Set[str]:
+    def _eval_static(self, mid: int, expr: Any) -> AbstractSet[str]:
         """Names and attributes of modules only (class bases, decorators)."""
         if expr is None:
             return set()
@@ -481,7 +481,7 @@ class Program:
         """What the input `kind` `a` `b` of a visit of `fid` is now (`_reads`). (The kinds most
         read come first.)"""
         if kind == "m":  # a parameter may be many things already
-            got = self.param_types.get(a, _NO_TYPES).get(b)
+            got: Optional[AbstractSet[str]] = self.param_types.get(a, _NO_TYPES).get(b)
             return got is not None and len(got) > MAX_TYPES
         if kind == "x":  # some call does not give a parameter a literal sequence
             known = self.param_elems.get(a, {})
@@ -569,13 +569,13 @@ class Program:
             self._reads.setdefault(("o", ofid, name), frozenset(got))
         return got
 
-    def eval(self, mid: int, fid: Optional[int], expr: Any, env: Dict[str, Set[str]], depth: int = 0) -> Set[str]:
+    def eval(self, mid: int, fid: Optional[int], expr: Any, env: Dict[str, Set[str]], depth: int = 0) -> AbstractSet[str]:
         if expr is None or depth > 10:
             return set()
         tag = expr[0]
         if tag == "n":
             name = expr[1]
-            got = env.get(name)  # (an environment holds sets, never None)
+            got: Optional[AbstractSet[str]] = env.get(name)  # (an environment holds sets, never None)
             if got is not None:
                 return got
             if fid is not None:
@@ -616,7 +616,7 @@ class Program:
             memo: Dict[Any, Any] = self._attr_memo
             base = expr[1]
             # (a name of the environment, the most common base, read in place: as `eval` reads it)
-            objs = env.get(base[1]) if base is not None and base[0] == "n" and depth < 10 else None
+            objs: Optional[AbstractSet[str]] = env.get(base[1]) if base is not None and base[0] == "n" and depth < 10 else None
             if objs is None:
                 objs = self.eval(mid, fid, base, env, depth + 1)
             fixed_attrs: Dict[Any, Any] = self._fixed_attrs
@@ -679,7 +679,7 @@ class Program:
             return {f"M:{c}" for c in plugin_modules(self, mid, expr[1])}
         return set()
 
-    def _nested_def(self, mid: int, fid: int, name: str) -> Set[str]:
+    def _nested_def(self, mid: int, fid: int, name: str) -> FrozenSet[str]:
         """A function defined inside `fid` or one of the functions around it (`def main(): def
         one_epoch(loader): ...; one_epoch(train_loader)`): what the name calls."""
         key = (fid, name)
@@ -699,9 +699,9 @@ class Program:
                 outer = fn.get("outer")
                 cur = by_q[outer][0] if outer is not None and by_q.get(outer) else None
             self._nested_memo[key] = got
-        return got  # type: ignore[return-value]
+        return got
 
-    def _attr(self, obj: str, name: str) -> Set[str]:
+    def _attr(self, obj: str, name: str) -> AbstractSet[str]:
         key = (obj, name)
         got = self._attr_memo.get(key)
         if got is None:
@@ -711,7 +711,7 @@ class Program:
                 self._fixed_attrs[key] = got
         return got
 
-    def _attr_uncached(self, obj: str, name: str) -> Tuple[Set[str], bool]:
+    def _attr_uncached(self, obj: str, name: str) -> Tuple[AbstractSet[str], bool]:
         """The types of attribute `name` of `obj`, and whether no round can change them (a
         module's name that no round can change, a method)."""
         kind, _, rest = obj.partition(":")
@@ -732,7 +732,7 @@ class Program:
                 return out, False
         return set(), True
 
-    def _call_result(self, obj: str) -> Set[str]:
+    def _call_result(self, obj: str) -> AbstractSet[str]:
         kind, _, rest = obj.partition(":")
         if kind == "C":
             return {f"I:{rest}"}
@@ -794,7 +794,7 @@ class Program:
                     if new and not new <= attrs.get(name, _NOTHING):
                         attrs.setdefault(name, set()).update(new)
                         changed = True
-        ret = set()
+        ret: Set[str] = set()
         for r in fn["returns"]:
             ret |= self.eval(mid, fid, r, env)
         if not ret <= self.ret_types[fid]:
@@ -865,7 +865,7 @@ class Program:
             self._records_busy.discard(obj)
             self._reads = reads
 
-    def _context_methods(self, objs: Set[str]) -> List[Tuple[int, int]]:
+    def _context_methods(self, objs: AbstractSet[str]) -> List[Tuple[int, int]]:
         """`__enter__` and `__exit__` of the project classes a `with` constructs."""
         out: List[Tuple[int, int]] = []
         for o in sorted(objs):
@@ -932,7 +932,7 @@ class Program:
         each position, so that `train_dl, val_dl = make_loaders()` stays precise."""
         if fid in self.ret_elems and self.ret_elems[fid] is None:
             return False
-        rows: List[List[Set[str]]] = []
+        rows: List[List[AbstractSet[str]]] = []
         for r in fn["returns"]:
             if r[0] == "t" and len(r) >= 3:
                 rows.append([self.eval(mid, fid, e, env) for e in r[1]])
@@ -980,7 +980,7 @@ class Program:
             out = [set(e) for e in elems] if out is None else [a | b for a, b in zip(out, elems)]
         return out
 
-    def _element_types(self, fid: Optional[int], inner: Any, index: int, mid: int = -1, env: Optional[Dict[str, Set[str]]] = None) -> Optional[Set[str]]:
+    def _element_types(self, fid: Optional[int], inner: Any, index: int, mid: int = -1, env: Optional[Dict[str, Set[str]]] = None) -> Optional[AbstractSet[str]]:
         """`loaders[1]` / `a, b = loaders` for a parameter given literal sequences, `a, b = f()`
         for a function returning one (None: not known)."""
         if inner is not None and inner[0] == "c" and env is not None:
@@ -1006,11 +1006,11 @@ class Program:
             self._reads.setdefault(("q", inner[1], index), None if got is None else frozenset(got))
         return got
 
-    def _param_element(self, fid: int, name: str, index: int) -> Optional[Set[str]]:
+    def _param_element(self, fid: int, name: str, index: int) -> Optional[AbstractSet[str]]:
         elems = self.param_elems.get(fid, {}).get(name)
         return elems[index] if elems and index < len(elems) else None
 
-    def _callees(self, objs: Set[str]) -> List[Tuple[int, int]]:
+    def _callees(self, objs: AbstractSet[str]) -> List[Tuple[int, int]]:
         """What calling a value that may be any of `objs` runs. A value that may be many plain
         functions (a callback parameter fed from everywhere) is not followed: that would be a
         guess. Instances and classes are (a model zoo: `net = get_network(args)`)."""
@@ -1025,7 +1025,7 @@ class Program:
         got = self._used.get(fid)
         if got is None:
             fn = self.functions[fid][1]
-            got = set()
+            names: Set[str] = set()
             exprs = [c[C_FUNC] for c in fn["calls"]] + list(fn["returns"]) + [v for vs in fn["attrs"].values() for v in vs]
             exprs += [v for vs in fn["assign"].values() for v in vs]
             exprs += [a for c in fn["calls"] for a in (*c[C_ARGS], *c[C_KWS].values())]  # passed along
@@ -1036,7 +1036,7 @@ class Program:
                     continue
                 tag = e[0]
                 if tag == "n":
-                    got.add(e[1])
+                    names.add(e[1])
                 elif tag in ("a", "s", "e"):
                     todo.append(e[1])
                 elif tag == "i":
@@ -1046,7 +1046,7 @@ class Program:
                 elif tag == "c":
                     todo.append(e[1])
                     todo.extend(e[2])
-            got = self._used[fid] = self._shared(got)
+            got = self._used[fid] = self._shared(names)
         return got
 
     # -- module-level code: calls at the top of a script ----------------------------------------
@@ -1054,7 +1054,7 @@ class Program:
         m = self.modules[mid]
         fn = m.summary["module"]
         env = m.globals_env
-        out = []
+        out: List[Tuple[int, int]] = []
         for i, call in enumerate(fn["calls"]):
             out.extend((i, callee) for callee, _ in self._callees(self.eval(mid, None, call[C_FUNC], env)))
         return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union, cast
 
 from speedlint.analyzer.ast_fields import FieldTable, source_start
 from speedlint.analyzer.configs.summary import config_summary, walk
@@ -69,11 +69,12 @@ def _expr(node: Optional[ast.AST], depth: int = 0) -> Any:
     if kind is ast.Attribute:  # (a chain `a.b.c` in a loop, not a call per part)
         attrs = []
         while kind is ast.Attribute:
-            attrs.append(node.attr)  # type: ignore[attr-defined]
-            node = node.value  # type: ignore[attr-defined]
+            # (mypy does not narrow `node` through `kind`, its class kept in a local)
+            attrs.append(node.attr)  # type: ignore[attr-defined, union-attr]
+            node = node.value  # type: ignore[attr-defined, union-attr]
             depth += 1
             kind = node.__class__
-        base = ["n", node.id] if kind is ast.Name and depth <= 12 else _expr(node, depth)  # type: ignore[attr-defined]
+        base = ["n", node.id] if kind is ast.Name and depth <= 12 else _expr(node, depth)  # type: ignore[union-attr]
         if base is None:
             return None
         for attr in reversed(attrs):
@@ -83,7 +84,7 @@ def _expr(node: Optional[ast.AST], depth: int = 0) -> Any:
         func = node.func  # type: ignore[attr-defined]
         if isinstance(func, ast.Name) and func.id == "super":
             return ["super"]
-        if func.__class__ is not ast.Name or func.id in ("import_module", "__import__"):  # type: ignore[attr-defined]
+        if func.__class__ is not ast.Name or func.id in ("import_module", "__import__"):
             plugin = plugin_expr(node)  # type: ignore[arg-type]  # a module loaded by name
             if plugin is not None:
                 return plugin
@@ -151,7 +152,7 @@ def _generates_init(node: ast.ClassDef) -> bool:
     """`@dataclass` / `@dataclasses.dataclass(...)`, or a `typing.NamedTuple` subclass: a class
     whose `__init__` takes its annotated fields."""
     for d in node.decorator_list:
-        name = _callee_text(_expr(d.func if d.__class__ is ast.Call else d))  # type: ignore[attr-defined]
+        name = _callee_text(_expr(d.func if d.__class__ is ast.Call else d))
         if name in ("dataclass", "dataclasses.dataclass"):
             return True
     return any(_callee_tail(b) == "NamedTuple" for b in (_expr(b) for b in node.bases) if b is not None)
@@ -160,7 +161,7 @@ def _generates_init(node: ast.ClassDef) -> bool:
 def _init_false(value: Optional[ast.AST]) -> bool:
     """`field(init=False)`: not a parameter of the generated `__init__`."""
     return value.__class__ is ast.Call and any(
-        k.arg == "init" and k.value.__class__ is ast.Constant and k.value.value is False for k in value.keywords  # type: ignore[attr-defined]
+        k.arg == "init" and k.value.__class__ is ast.Constant and k.value.value is False for k in value.keywords
     )
 
 
@@ -249,11 +250,11 @@ def _compares_counter(nodes: List[ast.AST], counter: Optional[str]) -> bool:
     if counter is None:
         return False
     for sub in nodes:
-        if sub.__class__ is ast.Compare and any(op.__class__ is ast.Eq for op in sub.ops):  # type: ignore[attr-defined]
-            for side in (sub.left, *sub.comparators):  # type: ignore[attr-defined]
+        if sub.__class__ is ast.Compare and any(op.__class__ is ast.Eq for op in sub.ops):
+            for side in (sub.left, *sub.comparators):
                 while side.__class__ is ast.BinOp:
-                    side = side.left if side.left.__class__ in (ast.Name, ast.BinOp) else side.right  # type: ignore[attr-defined]
-                if side.__class__ is ast.Name and side.id == counter:  # type: ignore[attr-defined]
+                    side = side.left if side.left.__class__ in (ast.Name, ast.BinOp) else side.right
+                if side.__class__ is ast.Name and side.id == counter:
                     return True
     return False
 
@@ -261,11 +262,11 @@ def _compares_counter(nodes: List[ast.AST], counter: Optional[str]) -> bool:
 def _loop_counter(target: ast.AST, it: ast.AST) -> Optional[str]:
     """The counter a `for` loop binds: `for i in range(n)`, `for i, batch in enumerate(loader)`,
     `for step, batch in pbar`."""
-    enumerated = it.__class__ is ast.Call and it.func.__class__ is ast.Name and it.func.id in ("enumerate", "range")  # type: ignore[attr-defined]
-    if target.__class__ is ast.Tuple and target.elts and target.elts[0].__class__ is ast.Name:  # type: ignore[attr-defined]
-        name = target.elts[0].id  # type: ignore[attr-defined]
+    enumerated = it.__class__ is ast.Call and it.func.__class__ is ast.Name and it.func.id in ("enumerate", "range")
+    if target.__class__ is ast.Tuple and target.elts and target.elts[0].__class__ is ast.Name:
+        name = target.elts[0].id
     elif target.__class__ is ast.Name:
-        name = target.id  # type: ignore[attr-defined]
+        name = target.id
     else:
         return None
     return name if enumerated or COUNTER_NAME.search(name) else None
@@ -275,7 +276,7 @@ def _always_taken(nodes: List[ast.AST]) -> bool:
     """`if __name__ == "__main__":`, `if torch.cuda.is_available():`: not a user's switch
     (`nodes`: the test's, from `walk`)."""
     return any(
-        (n.__class__ is ast.Name and n.id == "__name__") or (n.__class__ is ast.Attribute and n.attr == "is_available")  # type: ignore[attr-defined]
+        (n.__class__ is ast.Name and n.id == "__name__") or (n.__class__ is ast.Attribute and n.attr == "is_available")
         for n in nodes
     )
 
@@ -426,7 +427,7 @@ class _Summarizer:
             target = node.target
             lp["iter"] = _expr(it)
             self._exprs(it, fn, loop, guarded, handler, grad_off)
-            lp["targets"] = [n.id for n in walk(target) if n.__class__ is ast.Name]  # type: ignore[attr-defined]
+            lp["targets"] = [n.id for n in walk(target) if n.__class__ is ast.Name]
             counter = _loop_counter(target, it)
             if counter is not None:
                 lp["counter"] = counter
@@ -468,7 +469,7 @@ class _Summarizer:
             before = len(fn["calls"])
             self._exprs(item.context_expr, fn, loop, guarded, handler, grad_off)
             if item.context_expr.__class__ is ast.Call:  # its `__enter__` / `__exit__` run here
-                head = _expr(item.context_expr.func)  # type: ignore[attr-defined]
+                head = _expr(item.context_expr.func)
                 for record in fn["calls"][before:]:
                     if record[C_LINE] == item.context_expr.lineno and record[C_FUNC] == head:
                         record[C_FLAGS] |= WITH_ITEM
@@ -605,42 +606,42 @@ class _Summarizer:
                 continue
             if kind is ast.Call:
                 self._call(sub, fn, loop, g, handler, grad_off)
-                if sub.func.__class__ not in _INERT:  # type: ignore[attr-defined]
-                    push(sub.func)  # type: ignore[attr-defined]
-                for child in sub.args:  # type: ignore[attr-defined]
+                if sub.func.__class__ not in _INERT:
+                    push(sub.func)
+                for child in sub.args:
                     if child.__class__ not in _INERT:
                         push(child)
-                for keyword in sub.keywords:  # type: ignore[attr-defined]
+                for keyword in sub.keywords:
                     if keyword.value.__class__ not in _INERT:
                         push(keyword.value)  # (what a keyword node would push)
                 continue
             elif kind is ast.Attribute:
-                if sub.attr in properties:  # type: ignore[attr-defined]
-                    base = sub.value  # type: ignore[attr-defined]
-                    if base.__class__ is ast.Name and base.id == fn["params"][0] and sub.ctx.__class__ is ast.Load:  # type: ignore[attr-defined]
+                if sub.attr in properties:
+                    base = sub.value
+                    if base.__class__ is ast.Name and base.id == fn["params"][0] and sub.ctx.__class__ is ast.Load:
                         # reading a property runs its getter: a call with no arguments
                         flags = g | (HANDLER if handler else 0) | (GRAD_OFF if grad_off else 0) | PROPERTY
-                        fn["calls"].append([sub.lineno, ["a", ["n", base.id], sub.attr], [], {}, loop, flags])  # type: ignore[attr-defined]
+                        fn["calls"].append([sub.lineno, ["a", ["n", base.id], sub.attr], [], {}, loop, flags])
             elif kind is ast.IfExp:  # the else, the body (flagged after an interval test), the test
-                push(sub.test)  # type: ignore[attr-defined]
+                push(sub.test)
                 push(g)
-                push(sub.body)  # type: ignore[attr-defined]
-                found = branches(sub.test, self._predicates)  # type: ignore[attr-defined]
-                push(g | (GUARDED if (found[0] if found is not None else _is_interval_test(walk(sub.test))) else 0))  # type: ignore[attr-defined]
-                push(sub.orelse)  # type: ignore[attr-defined]
+                push(sub.body)
+                found = branches(sub.test, self._predicates)
+                push(g | (GUARDED if (found[0] if found is not None else _is_interval_test(walk(sub.test))) else 0))
+                push(sub.orelse)
                 push(g | (GUARDED if found is not None and found[1] else 0))  # (the else of `x if i % N else y`)
                 continue
             elif kind is ast.BoolOp:  # the other operands (short-circuited: may not run), the first
-                values = sub.values  # type: ignore[attr-defined]
+                values = sub.values
                 push(values[0])
                 push(g)
                 todo += values[1:]
                 push(g | GUARDED)
                 continue
             elif kind is ast.NamedExpr:
-                self._bound(fn, sub.target, None)  # type: ignore[attr-defined]
+                self._bound(fn, sub.target, None)
             elif kind in _COMPREHENSIONS:  # (their own scope: a call in one sees its variables)
-                for gen in sub.generators:  # type: ignore[attr-defined]
+                for gen in sub.generators:
                     self._bound(fn, gen.target, None)
             for field in _EXPR_FIELDS[kind]:
                 value = getattr(sub, field)
@@ -771,7 +772,7 @@ class _Summarizer:
             binds = names.get(name)
             return bool(binds) and all(
                 b is not None and (self._host_value(b[1], names, seen + (name,)) if b[0] == "=" else b[0] == "int" or _is_range(b[1]))
-                for b in binds
+                for b in cast("List[Any]", binds)  # (not None: `bool(binds)` is true)
             )
         return False
 
@@ -783,7 +784,8 @@ class _Summarizer:
         if isinstance(node, ast.Name):
             binds = names.get(node.id)
             return bool(binds) and all(
-                b is not None and b[0] == "for" and isinstance(b[1], ast.Attribute) and b[1].attr == "param_groups" for b in binds
+                b is not None and b[0] == "for" and isinstance(b[1], ast.Attribute) and b[1].attr == "param_groups"
+                for b in cast("List[Any]", binds)  # (not None: `bool(binds)` is true)
             )
         return False
 
@@ -793,11 +795,11 @@ class _Summarizer:
         `enumerate`) for a plain name, None (some value not followed) for the names of a tuple
         target or any other binding."""
         if target.__class__ is ast.Name:
-            self._binds.setdefault(id(fn), {}).setdefault(target.id, []).append(how)  # type: ignore[attr-defined]
+            self._binds.setdefault(id(fn), {}).setdefault(target.id, []).append(how)
         elif target.__class__ in (ast.Tuple, ast.List, ast.Starred):
             for sub in walk(target):
                 if sub.__class__ is ast.Name:
-                    self._bound_name(fn, sub.id)  # type: ignore[attr-defined]
+                    self._bound_name(fn, sub.id)
 
     def _bound_name(self, fn: Dict[str, Any], name: str) -> None:
         self._binds.setdefault(id(fn), {}).setdefault(name, []).append(None)
@@ -816,8 +818,8 @@ class _Summarizer:
             dest = name.lstrip("-").replace("-", "_")
         if not dest.isidentifier():
             return
-        action = kws.get("action")
-        action = action.value if isinstance(action, ast.Constant) else None
+        action_node = kws.get("action")
+        action = action_node.value if isinstance(action_node, ast.Constant) else None
         default = kws.get("default")
         if isinstance(default, ast.Constant) and isinstance(default.value, (bool, int, float, str)) and not (isinstance(default.value, str) and len(default.value) > 80):
             value: Any = default.value
@@ -846,7 +848,7 @@ class _Summarizer:
                 return False
         return True
 
-    def _function(self, node: ast.FunctionDef, outer: Dict[str, Any], cls: Optional[str]) -> None:
+    def _function(self, node: Union[ast.FunctionDef, ast.AsyncFunctionDef], outer: Dict[str, Any], cls: Optional[str]) -> None:
         q = node.name
         if cls is not None:
             q = f"{cls}.{node.name}"

@@ -18,17 +18,17 @@ _COMMON_BODY: Branches = (False, True)
 
 
 def _is_mod(node: ast.AST) -> bool:
-    if node.__class__ is not ast.BinOp or node.op.__class__ is not ast.Mod:  # type: ignore[attr-defined]
+    if node.__class__ is not ast.BinOp or node.op.__class__ is not ast.Mod:
         return False
-    left = node.left  # type: ignore[attr-defined]
+    left = node.left
     return not (left.__class__ is ast.JoinedStr or (left.__class__ is ast.Constant and isinstance(left.value, str)))
 
 
 def _callee_name(func: ast.AST) -> Optional[str]:
     if func.__class__ is ast.Name:
-        return func.id  # type: ignore[attr-defined]
+        return func.id
     if func.__class__ is ast.Attribute:
-        return func.attr  # type: ignore[attr-defined]
+        return func.attr
     return None
 
 
@@ -47,7 +47,7 @@ def branches(test: ast.AST, predicates: Mapping[str, Branches]) -> Optional[Bran
         if _is_mod(left) or _is_mod(right):
             op = test.ops[0].__class__  # type: ignore[attr-defined]
             other = right if _is_mod(left) else left
-            zero = other.__class__ is ast.Constant and other.value == 0  # type: ignore[attr-defined]
+            zero = other.__class__ is ast.Constant and other.value == 0
             if op is ast.NotEq or (op is ast.Gt and zero and _is_mod(left)) or (op is ast.Lt and zero and _is_mod(right)):
                 return _COMMON_BODY
             return _RARE_BODY
@@ -82,10 +82,10 @@ def combine(parts: List[Optional[Branches]], conjunction: bool) -> Optional[Bran
 def _returned(fn: ast.AST) -> Optional[ast.AST]:
     """The expression a function's whole body returns (after a docstring), else None."""
     body = list(fn.body)  # type: ignore[attr-defined]
-    if body and body[0].__class__ is ast.Expr and body[0].value.__class__ is ast.Constant:  # type: ignore[attr-defined]
+    if body and body[0].__class__ is ast.Expr and body[0].value.__class__ is ast.Constant:
         body = body[1:]
-    if len(body) == 1 and body[0].__class__ is ast.Return and body[0].value is not None:  # type: ignore[attr-defined]
-        return body[0].value  # type: ignore[attr-defined]
+    if len(body) == 1 and body[0].__class__ is ast.Return and body[0].value is not None:
+        return body[0].value
     return None
 
 
@@ -94,22 +94,22 @@ def interval_predicates(tree: ast.Module) -> Dict[str, Branches]:
     found: Dict[str, Branches] = {}
     defs = [n for n in tree.body if n.__class__ in (ast.FunctionDef, ast.AsyncFunctionDef)]
     for cls in (n for n in tree.body if n.__class__ is ast.ClassDef):
-        defs.extend(n for n in cls.body if n.__class__ in (ast.FunctionDef, ast.AsyncFunctionDef))  # type: ignore[attr-defined]
+        defs.extend(n for n in cls.body if n.__class__ in (ast.FunctionDef, ast.AsyncFunctionDef))
     for fn in defs:
         value = _returned(fn)
         found_branches = branches(value, {}) if value is not None else None
         if found_branches is not None and found_branches != (False, False):
-            found[fn.name] = found_branches  # type: ignore[attr-defined]
+            found[fn.name] = found_branches
     return found
 
 
 def skips_rest(stmt: ast.AST, predicates: Mapping[str, Branches]) -> bool:
     """`if step % N != 0: continue` (or `return`), no `else`: what follows it in the block runs
     now and then."""
-    if stmt.__class__ is not ast.If or stmt.orelse:  # type: ignore[attr-defined]
+    if stmt.__class__ is not ast.If or stmt.orelse:
         return False
-    body: Sequence[ast.stmt] = stmt.body  # type: ignore[attr-defined]
+    body: Sequence[ast.stmt] = stmt.body
     if not body or any(s.__class__ not in (ast.Continue, ast.Return) for s in body):
         return False
-    found = branches(stmt.test, predicates)  # type: ignore[attr-defined]
+    found = branches(stmt.test, predicates)
     return found is not None and found[1]

@@ -27,11 +27,11 @@ _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 
 def _is_loader(func: ast.AST) -> str:
     """"import_module" / "__import__" for the calls that load a module by name, else ""."""
-    if func.__class__ is ast.Attribute and func.attr == "import_module":  # type: ignore[attr-defined]
-        value = func.value  # type: ignore[attr-defined]
+    if func.__class__ is ast.Attribute and func.attr == "import_module":
+        value = func.value
         return "import_module" if value.__class__ is ast.Name and value.id == "importlib" else ""
     if func.__class__ is ast.Name:
-        name = func.id  # type: ignore[attr-defined]
+        name = func.id
         return name if name in ("import_module", "__import__") else ""
     return ""
 
@@ -40,15 +40,15 @@ def _literal_prefix(node: ast.AST) -> Optional[str]:
     """The literal text a module-name expression starts with ("" for none); None when the
     expression is not a name built at run time from a literal prefix and one dynamic part."""
     if node.__class__ is ast.Constant:
-        value = node.value  # type: ignore[attr-defined]
+        value = node.value
         return value if isinstance(value, str) else None
-    if node.__class__ is ast.BinOp and isinstance(node.op, ast.Add):  # type: ignore[attr-defined]
-        left = node.left  # type: ignore[attr-defined]
-        if left.__class__ is ast.Constant and isinstance(left.value, str):  # type: ignore[attr-defined]
-            return left.value + "\x00"  # type: ignore[attr-defined]
+    if node.__class__ is ast.BinOp and isinstance(node.op, ast.Add):
+        left = node.left
+        if left.__class__ is ast.Constant and isinstance(left.value, str):
+            return left.value + "\x00"
         return None
     if node.__class__ is ast.JoinedStr:
-        values = node.values  # type: ignore[attr-defined]
+        values = node.values
         if values and values[0].__class__ is ast.Constant and len(values) == 2:
             return str(values[0].value) + "\x00"
         return None
@@ -84,13 +84,13 @@ def plugin_expr(node: ast.Call) -> Optional[List[Any]]:
 def _path_tail(node: ast.AST) -> Optional[str]:
     """The folder (relative to the script's folder) a `sys.path` entry names: the literal parts of
     `os.path.join(<base>, "models", "x")` after its first argument, or a relative literal."""
-    if node.__class__ is ast.Constant and isinstance(node.value, str):  # type: ignore[attr-defined]
-        value = node.value.strip()  # type: ignore[attr-defined]
+    if node.__class__ is ast.Constant and isinstance(node.value, str):
+        value = node.value.strip()
         if not value or value.startswith(("/", "~")):
             return None
         return value[2:] if value.startswith("./") else value
-    if node.__class__ is ast.Call and _dotted(node.func) in ("os.path.join", "join"):  # type: ignore[attr-defined]
-        parts = node.args[1:]  # type: ignore[attr-defined]
+    if node.__class__ is ast.Call and _dotted(node.func) in ("os.path.join", "join"):
+        parts = node.args[1:]
         if parts and all(p.__class__ is ast.Constant and isinstance(p.value, str) for p in parts):
             tail = "/".join(p.value.strip("/") for p in parts)  # type: ignore[attr-defined]
             return tail if tail and ".." not in tail.split("/") else None
@@ -100,10 +100,10 @@ def _path_tail(node: ast.AST) -> Optional[str]:
 def _dotted(node: ast.AST) -> str:
     parts: List[str] = []
     while node.__class__ is ast.Attribute:
-        parts.append(node.attr)  # type: ignore[attr-defined]
-        node = node.value  # type: ignore[attr-defined]
+        parts.append(node.attr)
+        node = node.value
     if node.__class__ is ast.Name:
-        parts.append(node.id)  # type: ignore[attr-defined]
+        parts.append(node.id)
         return ".".join(reversed(parts))
     return ""
 
@@ -111,9 +111,9 @@ def _dotted(node: ast.AST) -> str:
 def _is_script(tree: ast.AST) -> bool:
     """A module-level `if __name__ == "__main__":`: the file is run as a program of its own."""
     for stmt in getattr(tree, "body", ()):
-        test = stmt.test if stmt.__class__ is ast.If else None  # type: ignore[attr-defined]
+        test = stmt.test if stmt.__class__ is ast.If else None
         if test.__class__ is ast.Compare and any(
-            n.__class__ is ast.Name and n.id == "__name__" for n in (test.left, *test.comparators)  # type: ignore[union-attr]
+            n.__class__ is ast.Name and n.id == "__name__" for n in (test.left, *test.comparators)
         ):
             return True
     return False
@@ -130,15 +130,15 @@ def plugin_facts(tree: ast.AST, text: str) -> Dict[str, Any]:
     for node in ast.walk(tree):
         if node.__class__ is not ast.Call:
             continue
-        func = node.func  # type: ignore[attr-defined]
-        if func.__class__ is ast.Attribute and func.attr in ("append", "insert") and _dotted(func.value) == "sys.path":  # type: ignore[attr-defined]
-            args = node.args  # type: ignore[attr-defined]
+        func = node.func
+        if func.__class__ is ast.Attribute and func.attr in ("append", "insert") and _dotted(func.value) == "sys.path":
+            args = node.args
             arg = args[-1] if args else None
             tail = _path_tail(arg) if arg is not None else None
             if tail is not None and tail not in folders:
                 folders.append(tail)
             continue
-        got = plugin_expr(node)  # type: ignore[arg-type]
+        got = plugin_expr(node)
         if got is not None and got[1] not in specs:
             specs.append(got[1])
     if specs:

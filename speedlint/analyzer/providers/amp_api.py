@@ -15,7 +15,7 @@ Uses only as a type annotation are not runtime calls and are left alone.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, cast
 
 import libcst as cst
 
@@ -88,7 +88,7 @@ def _deprecated_sites(ctx: FileContext) -> List[Site]:
             continue
         func = cst.parse_expression(f"{torch_name}.amp.{kind}")
         new = _new_call(ctx, call, func, kind)
-        imports = [("torch", None)] if need_import else []
+        imports: List[Tuple[str, Optional[str]]] = [("torch", None)] if need_import else []
         sites.append(Site(call, q, [(call, new)] if new is not None else None, imports))
     # `autocast = torch.cuda.amp.autocast if fp16 else nullcontext`: the deprecated API bound to
     # a name (or passed on) and called through it later; advice only (the call site decides
@@ -116,17 +116,17 @@ def _deprecated_sites(ctx: FileContext) -> List[Site]:
         pairs: Optional[List[Tuple[cst.CSTNode, cst.CSTNode]]] = []
         if ok:
             pairs.append((stmt.module, cst.parse_expression("torch.amp")))  # type: ignore[union-attr,arg-type]
-            for c in calls:
-                new = _new_call(ctx, c, c.func, local_names[c.func.value])  # type: ignore[union-attr]
+            for c in calls:  # (`by_local`: calls of a name)
+                new = _new_call(ctx, c, c.func, local_names[cast(cst.Name, c.func).value])
                 if new is None:
                     pairs = None
                     break
-                pairs.append((c, new))
+                cast(List[Tuple[cst.CSTNode, cst.CSTNode]], pairs).append((c, new))  # (None only on the way out)
         else:
             pairs = None
         sites.append(Site(stmt, "torch.cuda.amp", pairs, kind="import"))
         for c in calls:
-            sites.append(Site(c, f"torch.cuda.amp.{local_names[c.func.value]}", pairs))  # type: ignore[union-attr]
+            sites.append(Site(c, f"torch.cuda.amp.{local_names[cast(cst.Name, c.func).value]}", pairs))
     # `from torch.cuda import amp`: the deprecated module under a short name (its calls are
     # sites above, through the import map); the import itself says "deprecated" too
     for stmt in _cuda_amp_module_imports(ctx):

@@ -33,7 +33,7 @@ def _simple_statements(loop: cst.CSTNode) -> List[cst.BaseSmallStatement]:
     return out
 
 
-def _targets(stmt: cst.BaseSmallStatement) -> Set[str]:
+def _targets(stmt: cst.CSTNode) -> Set[str]:
     names: Set[str] = set()
     targets: List[cst.BaseExpression] = []
     if isinstance(stmt, cst.Assign):
@@ -49,7 +49,7 @@ def _targets(stmt: cst.BaseSmallStatement) -> Set[str]:
     return names
 
 
-def _value(stmt: cst.BaseSmallStatement) -> Optional[cst.BaseExpression]:
+def _value(stmt: cst.CSTNode) -> Optional[cst.BaseExpression]:
     if isinstance(stmt, (cst.Assign, cst.AugAssign)):
         return stmt.value
     if isinstance(stmt, cst.AnnAssign):

@@ -11,7 +11,7 @@ import ast
 import re
 import weakref
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple, Union, cast
 
 import libcst as cst
 
@@ -96,7 +96,7 @@ class _BindingIndex(cst.CSTVisitor):
                 return a
         return None
 
-    def _add(self, target: cst.BaseExpression, make, scope: Scope, path: Tuple[int, ...] = ()) -> None:  # type: ignore[no-untyped-def]
+    def _add(self, target: cst.BaseExpression, make, scope: Scope, path: Tuple[int, ...] = ()) -> None:
         if isinstance(target, cst.Name):
             self.binds.setdefault((scope, target.value), []).append(make(path))
         elif isinstance(target, (cst.Tuple, cst.List)):
@@ -382,6 +382,7 @@ class Flow:
         """What a binding's name may hold: the assigned value, or for a tuple target the element
         at its position, also out of the tuples a project function returns
         (`targets, n = self.validate_args(targets)`)."""
+        r: Union[Binding, cst.BaseExpression]  # a binding that reaches, then a returned value
         value = self.value_at(b)
         if value is None:
             return []
@@ -681,7 +682,7 @@ class Flow:
                 elif b.kind == "param" and b.function is not None and b.param is not None:
                     args = [self.argument_for(c, b.function, b.param) for c in self.callers(b.function)]
                     if args and all(a is not None for a in args):
-                        kinds = {self.device_kind(a, depth + 1) for a in args}  # type: ignore[arg-type]
+                        kinds = {self.device_kind(a, depth + 1) for a in args}
                         if kinds == {DEVICE} or kinds == {DEVICE, CPU}:
                             return DEVICE
                         if kinds == {DTYPE} and not bound:
@@ -873,7 +874,7 @@ class Flow:
         if isinstance(expr, cst.Subscript):
             b = self.binding(expr.value) if isinstance(expr.value, cst.Name) else None
             if b is not None and b.kind == "param" and b.function is not None and b.param is not None and _container_parameter(b.function, b.param):
-                return self._param_is_tensor(b, expr.value, depth + 1)  # `args[0]`, `kwargs["x"]`
+                return self._param_is_tensor(b, cast(cst.Name, expr.value), depth + 1)  # `args[0]`, `kwargs["x"]`
             return self.is_tensor(expr.value, depth + 1)
         if isinstance(expr, cst.Attribute):
             attr = expr.attr.value

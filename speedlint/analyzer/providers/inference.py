@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple, Union, cast
 
 import libcst as cst
 
@@ -127,13 +127,13 @@ class Models:
         self._runs_forward: Dict[Tuple[cst.CSTNode, int], bool] = {}  # memo: every loop asks again
         module_classes = {name for name, defs in ctx.torch.class_defs.items() if any(self._is_module_class(c) for c in defs)}
         for node in iter_nodes(ctx.module, skip_defs=False):
-            kind = node.__class__  # (LibCST's node classes have no subclasses)
-            if kind is cst.Call and node.func.__class__ is cst.Attribute:  # type: ignore[attr-defined]
+            # (LibCST's node classes have no subclasses: an exact class test)
+            if node.__class__ is cst.Call and node.func.__class__ is cst.Attribute:
                 if node.func.attr.value in ("parameters", "named_parameters", "eval", "train") and not node.args:
                     d = dotted(node.func.value)
                     if d:
                         self.known.add(d)
-            elif kind is cst.Assign and node.value.__class__ is cst.Call:  # type: ignore[attr-defined]
+            elif node.__class__ is cst.Assign and node.value.__class__ is cst.Call:
                 func = node.value.func
                 q = ctx.qualname(func) or ""
                 fname = dotted(func) or ""
@@ -153,9 +153,12 @@ class Models:
         if self._writes is None:
             self._writes = {}
             for node in iter_nodes(self.ctx.module, skip_defs=False):
-                kind = node.__class__
-                if kind is cst.Assign or kind is cst.AugAssign or kind is cst.AnnAssign:
-                    targets = [t.target for t in node.targets] if kind is cst.Assign else [node.target]
+                if node.__class__ is cst.Assign or node.__class__ is cst.AugAssign or node.__class__ is cst.AnnAssign:
+                    targets = (
+                        [t.target for t in node.targets]
+                        if node.__class__ is cst.Assign
+                        else [cast(Union[cst.AugAssign, cst.AnnAssign], node).target]
+                    )
                     for t in targets:
                         d = dotted(t) if isinstance(t, cst.Attribute) else None
                         if d:
@@ -216,17 +219,17 @@ def updates_parameters(ctx: FileContext, root: cst.CSTNode, depth: int = 1) -> b
     """EMA / hand-written SGD / weight copies: `p_ema.mul_(d)`, `p.copy_(q)`, `param -= lr * param.grad`
     (here or in a same-file function called from here)."""
     for node in iter_nodes(root):
-        kind = node.__class__  # (LibCST's node classes have no subclasses)
-        if depth > 0 and kind is cst.Call:
+        # (LibCST's node classes have no subclasses: an exact class test)
+        if depth > 0 and node.__class__ is cst.Call:
             if any(updates_parameters(ctx, fn.body, depth - 1) for fn in ctx.torch.resolve_call(node)):
                 return True
-        if kind is cst.For:
+        if node.__class__ is cst.For:
             for sub in iter_nodes(node.iter):
                 if isinstance(sub, cst.Call) and isinstance(sub.func, cst.Attribute) and sub.func.attr.value in PARAM_ITER:
                     return True
-        elif kind is cst.Attribute and node.attr.value == "grad":
+        elif node.__class__ is cst.Attribute and node.attr.value == "grad":
             return True
-        elif kind is cst.Call:
+        elif node.__class__ is cst.Call:
             func = node.func
             q = ctx.qualname(func) or ""
             if q.startswith("torch._foreach_") or q == "torch.nn.utils.vector_to_parameters":
@@ -297,8 +300,8 @@ def build_flow(scope: cst.CSTNode) -> Flow:
             flow.params.add(p.name.value)
     skip: Set[int] = set()  # ids of Name nodes that are not reads (attribute names, keywords)
     for node in iter_nodes(root):
-        kind = node.__class__  # (LibCST's node classes have no subclasses)
-        if kind is cst.Assign:
+        # (LibCST's node classes have no subclasses: an exact class test)
+        if node.__class__ is cst.Assign:
             for t in node.targets:
                 tgt, val = t.target, node.value
                 if (
@@ -316,30 +319,30 @@ def build_flow(scope: cst.CSTNode) -> Flow:
                 if isinstance(t.target, cst.Subscript) and isinstance(t.target.value, cst.Name):
                     bind(t.target.value, node, node.value)
                     targets.discard(t.target.value)
-        elif kind is cst.AugAssign:
+        elif node.__class__ is cst.AugAssign:
             if isinstance(node.target, cst.Name):
                 bind(node.target, node, node.value)
                 targets.discard(node.target)  # `x += 1` also reads x
-        elif kind is cst.AnnAssign and isinstance(node.target, cst.Name):
+        elif node.__class__ is cst.AnnAssign and isinstance(node.target, cst.Name):
             bind(node.target, node, node.value)
-        elif kind is cst.For or kind is cst.CompFor:
+        elif node.__class__ is cst.For or node.__class__ is cst.CompFor:
             for n in target_names(node.target):
                 bind(n, node, node.iter)  # an element of the iterable: host when the iterable is
-        elif kind is cst.WithItem and node.asname is not None:
+        elif node.__class__ is cst.WithItem and node.asname is not None:
             for n in target_names(node.asname.name):
                 bind(n, node, None)
-        elif kind is cst.NamedExpr and isinstance(node.target, cst.Name):
+        elif node.__class__ is cst.NamedExpr and isinstance(node.target, cst.Name):
             bind(node.target, node, node.value)
-        elif kind is cst.Call and isinstance(node.func, cst.Attribute):
+        elif node.__class__ is cst.Call and isinstance(node.func, cst.Attribute):
             recv = node.func.value
             if node.func.attr.value in STORE_METHODS and isinstance(recv, cst.Name):
                 for arg in node.args:
                     flow.bindings.setdefault(recv.value, []).append(Binding(recv.value, node, arg.value))
-        if kind is cst.Attribute:
+        if node.__class__ is cst.Attribute:
             skip.add(id(node.attr))
-        elif kind is cst.Arg and node.keyword is not None:
+        elif node.__class__ is cst.Arg and node.keyword is not None:
             skip.add(id(node.keyword))
-        elif (kind is cst.FunctionDef or kind is cst.ClassDef) and node is not root:
+        elif (node.__class__ is cst.FunctionDef or node.__class__ is cst.ClassDef) and node is not root:
             skip.add(id(node.name))
             bind(node.name, node, None)
     for node in iter_nodes(root):
@@ -365,7 +368,7 @@ class Escapes:
         self._analyse(whole_function)
 
     # hostness ---------------------------------------------------------------------------
-    def is_host(self, expr: Optional[cst.BaseExpression], seen: Optional[Set[str]] = None) -> bool:
+    def is_host(self, expr: Union[cst.BaseExpression, cst.From, None], seen: Optional[Set[str]] = None) -> bool:
         if expr is None:
             return False
         seen = seen if seen is not None else set()
@@ -450,8 +453,8 @@ class Escapes:
                             self.training_bound.append(f"it writes tensors into `{base.value}`")
             elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Attribute):
                 call = node.value
-                attr = call.func.attr.value
-                recv = call.func.value
+                attr = cast(cst.Attribute, call.func).attr.value
+                recv = cast(cst.Attribute, call.func).value
                 tensor_args = [a for a in call.args if not self.is_host(a.value)]
                 if not tensor_args or self.models.is_forward(call):
                     continue
@@ -506,7 +509,7 @@ class Escapes:
                 return all(
                     self._between_steps_only(r, hops - 1) or facts.grad_disabled_at(r) is not None
                     for t in targets
-                    for r in self.flow.reads.get(t.value, ())  # type: ignore[union-attr]
+                    for r in self.flow.reads.get(cast(cst.Name, t).value, ())
                 )
             if isinstance(a, cst.BaseSmallStatement) or isinstance(a, cst.BaseCompoundStatement):
                 return True

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 import libcst as cst
 
@@ -393,6 +393,7 @@ class LoaderFacts:
     def members_of(self, expr: Optional[cst.BaseExpression]) -> Dict[Any, Set[cst.Call]]:
         """Member -> loaders of a tuple, list or dict that holds loaders (empty: none)."""
         out: Dict[Any, Set[cst.Call]] = {}
+        el: Union[cst.BaseElement, cst.BaseDictElement]
         if isinstance(expr, (cst.Tuple, cst.List)):
             for i, el in enumerate(expr.elements):
                 if isinstance(el, cst.StarredElement):
@@ -519,7 +520,7 @@ class LoaderFacts:
             return []
         found: List[cst.FunctionDef] = []
         for b in bound:
-            for fn in f._methods_in_hierarchy(f.class_defs[b.func.value][0], func.attr.value):  # type: ignore[attr-defined]
+            for fn in f._methods_in_hierarchy(f.class_defs[b.func.value][0], func.attr.value):
                 if fn not in found:
                     found.append(fn)
         return found
@@ -827,7 +828,7 @@ class LoaderFacts:
 
     def import_time_statements(self) -> List[cst.CSTNode]:
         """Top-level statements that run code when the module is imported (or run as a script)."""
-        out = []
+        out: List[cst.CSTNode] = []
         for stmt in self.ctx.module.body:
             if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
                 continue
@@ -1108,6 +1109,7 @@ class _Taint(cst.CSTVisitor):
 
 def batches_to_cuda(ctx: FileContext, call: cst.Call) -> Optional[cst.Call]:
     """The `.cuda()`/`.to(device)` that moves a batch of this loader to the GPU, if any."""
+    loop: Optional[Union[cst.For, cst.While]]
     facts = loader_facts(ctx)
     for loop in facts.iteration_loops(call):
         found = _follow(ctx, loop.body, batch_names(loop), 0)

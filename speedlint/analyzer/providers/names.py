@@ -35,8 +35,8 @@ def dotted(node: cst.BaseExpression) -> Optional[str]:
     """`a.b.c` for a Name/Attribute chain, else None."""
     parts = []
     while node.__class__ is cst.Attribute:  # (LibCST's node classes have no subclasses)
-        parts.append(node.attr.value)  # type: ignore[attr-defined]
-        node = node.value  # type: ignore[attr-defined]
+        parts.append(node.attr.value)
+        node = node.value
     if node.__class__ is cst.Name:
         parts.append(node.value)
         return ".".join(reversed(parts))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple, Union
+from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple, Union, cast
 
 import libcst as cst
 
@@ -86,16 +86,19 @@ class _Walker:
                 if node.value.__class__ is Call:  # type: ignore[attr-defined]
                     self.f._note_scheduler(node)  # type: ignore[arg-type]
             elif kind is For:
-                body = tree.index(node.body)  # type: ignore[attr-defined]
-                self._push(node, body, ends[body])  # type: ignore[arg-type]
+                for_loop = cast(cst.For, node)
+                body = cast(int, tree.index(for_loop.body))  # (a node's children are in its tree)
+                self._push(for_loop, body, ends[body])
             elif kind is While:
-                test, body = tree.index(node.test), tree.index(node.body)  # type: ignore[attr-defined]
-                self._push(node, test, ends[body])  # type: ignore[arg-type]
+                while_loop = cast(cst.While, node)
+                test, body = cast(int, tree.index(while_loop.test)), cast(int, tree.index(while_loop.body))
+                self._push(while_loop, test, ends[body])
             elif kind is FunctionDef:
                 self.visit_FunctionDef(node, i)  # type: ignore[arg-type]
             elif kind is ClassDef:
-                classes.append((ends[i], node))  # type: ignore[arg-type]
-                self.f.class_defs.setdefault(node.name.value, []).append(node)  # type: ignore[attr-defined]
+                class_def = cast(cst.ClassDef, node)
+                classes.append((ends[i], class_def))
+                self.f.class_defs.setdefault(class_def.name.value, []).append(class_def)
 
     def _innermost_function(self) -> Optional[cst.FunctionDef]:
         for _, _, u in reversed(self.units):
@@ -146,7 +149,7 @@ class _Walker:
                 self.f._collate_refs.append(kw.value)
 
 
-class _Order(Mapping):  # type: ignore[type-arg]
+class _Order(Mapping):
     """node -> its position in visiting order (`TorchFacts.order`), read off the tree's index."""
 
     def __init__(self, tree: TreeIndex) -> None:
@@ -293,6 +296,7 @@ class TorchFacts:
 
     def resolve_call(self, call: cst.Call, where: Optional[UnitInfo] = None) -> List[cst.FunctionDef]:
         """Same-module functions/methods a call may run (`f(...)`, `self.f(...)`, `Cls.f(...)`)."""
+        cls: Optional[cst.ClassDef]
         func = call.func
         if isinstance(func, cst.Name):
             found = self._visible(list(self.functions.get(func.value, ())), call)
@@ -457,7 +461,7 @@ class TorchFacts:
         if self.seeds is None:
             return False
         kinds = self.seeds.functions.get(self._function_ordinal.get(fn, -1))
-        return bool(kinds) and kind in kinds
+        return bool(kinds and kind in kinds)
 
     def chain_of(self, node: cst.CSTNode) -> Tuple[str, tuple]:
         """(kind, the call chain of `program.Hop`s) that makes the function holding `node` hot
@@ -548,7 +552,7 @@ class TorchFacts:
         if _leaves_on_first_iteration(loop):
             return False  # one batch, taken for a measurement or a sample: not a loop over batches
         if _leaves_after_few_iterations(loop) or any(
-            type(a) is cst.For and _leaves_after_few_iterations(a) for a in self.ancestors(loop)  # type: ignore[arg-type]
+            type(a) is cst.For and _leaves_after_few_iterations(a) for a in self.ancestors(loop)
         ):
             return False  # a few examples (`if i >= 5: break`), and loops inside: not a loop over batches
         if self.grad_disabled_at(loop):
@@ -766,7 +770,7 @@ class TorchFacts:
         for unit in self._body_ancestors(node):
             if isinstance(unit, cst.FunctionDef):
                 return None
-            return unit  # type: ignore[return-value]
+            return unit
         return None
 
     def sample_function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import operator
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union, cast
 
 import libcst as cst
 
@@ -105,7 +105,8 @@ _UNKNOWN = object()  # an assignment we cannot follow (augmented, loop target, i
 #: `kwarg(default=...)` not given: a keyword that may be left out is unknown.
 NO_DEFAULT = _UNKNOWN
 #: One way a dict may be built: key -> (value expression, node that sets it), and whether it is complete.
-Entries = Tuple[Dict[str, Tuple[cst.BaseExpression, cst.CSTNode]], bool]
+#: (A scalar of a config file reached through `**cfg.loader` is a `ConfigEntry`, set by no node.)
+Entries = Tuple[Dict[str, Tuple[Union[cst.BaseExpression, "ConfigEntry"], Optional[cst.CSTNode]]], bool]
 #: Dicts built in more ways than this are not followed.
 _MAX_ALTERNATIVES = 8
 
@@ -117,7 +118,8 @@ class _Index(cst.CSTVisitor):
         super().__init__()
         self.facts = facts
         self.binds: Dict[Tuple[Scope, str], List[Any]] = {}
-        self.item_writes: Dict[Tuple[Scope, str], List[Tuple[cst.BaseExpression, cst.BaseExpression]]] = {}
+        #: `d["k"] = v`: (scope, dict name) -> (key, value written: an expression or a marker, as in `binds`)
+        self.item_writes: Dict[Tuple[Scope, str], List[Tuple[str, Any]]] = {}
         self.updates: Dict[Tuple[Scope, str], List[cst.Call]] = {}
         self.argparse: Dict[str, List[cst.Call]] = {}
         self.self_attrs: Dict[Tuple[Optional[cst.ClassDef], str], List[cst.BaseExpression]] = {}
@@ -279,7 +281,7 @@ class ValueTracer:
         return self._index
 
     # -- public API ------------------------------------------------------------------------
-    def resolve(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> Optional[Value]:
+    def resolve(self, expr: Union[cst.BaseExpression, ConfigEntry, None], depth: int = 0) -> Optional[Value]:
         if expr is None or depth > _MAX_DEPTH:
             return None
         try:
@@ -341,9 +343,7 @@ class ValueTracer:
             return KwArg("value", Value(options, origin, kind, certain, config), element, arg.value, conditional)
         return KwArg("missing")
 
-    def dict_entries(
-        self, expr: cst.BaseExpression, depth: int = 0
-    ) -> Optional[Tuple[Dict[str, Tuple[cst.BaseExpression, cst.CSTNode]], bool]]:
+    def dict_entries(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[Entries]:
         """Key -> (value expression, node that sets it) for a dict known in this module (one
         definition only: see `dict_alternatives` for dicts built in several ways).
 
@@ -372,9 +372,10 @@ class ValueTracer:
                         for items, _ in alternatives:
                             items[key] = (el.value, el)
                 else:  # StarredDictElement
-                    alternatives = self._merge_entries(el.value, alternatives, depth)
-                    if alternatives is None:
+                    merged = self._merge_entries(el.value, alternatives, depth)
+                    if merged is None:
                         return None
+                    alternatives = merged
             return alternatives
         if isinstance(expr, cst.Call) and dotted(expr.func) == "dict":
             return self._merge_call_args(expr, [({}, True)], depth)
@@ -382,7 +383,7 @@ class ValueTracer:
             got = self.configs.entries(expr)  # `**cfg.loader`: a mapping of a config file
             if got is not None:
                 sites, complete = got
-                return [({k: (ConfigEntry(site), None) for k, site in sites.items()}, complete)]  # type: ignore[dict-item]
+                return [({k: (ConfigEntry(site), None) for k, site in sites.items()}, complete)]
         if isinstance(expr, cst.IfExp):
             body, orelse = self.dict_alternatives(expr.body, depth + 1), self.dict_alternatives(expr.orelse, depth + 1)
             if body is None or orelse is None:
@@ -400,20 +401,22 @@ class ValueTracer:
                 alternatives += [(dict(items), complete) for items, complete in got]
             if len(alternatives) > _MAX_ALTERNATIVES:
                 return None
-            key = (scope, expr.value)
-            changes: List[Tuple[cst.CSTNode, Callable[[List[Entries]], Optional[List[Entries]]]]] = []
-            for target, value in self.index.item_writes.get(key, []):
+            written = (scope, expr.value)
+            # (`...`: the lambdas below keep their loop values as defaults)
+            changes: List[Tuple[cst.CSTNode, Callable[..., Optional[List[Entries]]]]] = []
+            for target, value in self.index.item_writes.get(written, []):
                 changes.append((value, lambda alts, k=target, v=value: [({**items, k: (v, v)}, c) for items, c in alts]))
-            for call in self.index.updates.get(key, []):
+            for call in self.index.updates.get(written, []):
                 changes.append((call, lambda alts, c=call: self._merge_call_args(c, alts, depth)))
             for at, change in sorted(changes, key=lambda c: self.facts.order.get(c[0], 0)):
                 changed = change([(dict(items), c) for items, c in alternatives])
                 if changed is None:
                     return None
                 if self._conditional(at, bound):
-                    alternatives = _capped(alternatives + changed)  # it may or may not happen
-                    if alternatives is None:
+                    capped = _capped(alternatives + changed)  # it may or may not happen
+                    if capped is None:
                         return None
+                    alternatives = capped
                 else:
                     alternatives = changed
             return alternatives
@@ -453,7 +456,7 @@ class ValueTracer:
         return _capped(out) if len(out) <= _MAX_ALTERNATIVES else None
 
     # -- resolution ------------------------------------------------------------------------
-    def _resolve(self, expr: cst.BaseExpression, depth: int) -> Optional[Value]:
+    def _resolve(self, expr: Union[cst.BaseExpression, ConfigEntry], depth: int) -> Optional[Value]:
         if isinstance(expr, ConfigEntry):
             site = expr.site
             return Value((site.value,), None, "config", True, (site,))
@@ -610,7 +613,7 @@ class ValueTracer:
 
     def _resolve_param_uncached(self, fn: cst.FunctionDef, param: cst.Param) -> Optional[Value]:
         options: Tuple[Any, ...] = ()
-        origin = None
+        origin: Optional[cst.CSTNode] = None
         passed_elsewhere = self.facts.passed_constants(fn, param.name.value)
         if passed_elsewhere is not None:  # called from other modules only (the whole program)
             if not passed_elsewhere[0]:
@@ -746,7 +749,7 @@ class ValueTracer:
         func = call.func
         if not (isinstance(func, cst.Attribute) and func.attr.value == "parse_args_into_dataclasses"):
             return None
-        parser = func.value
+        parser: object = func.value  # (or what a name is bound to: an expression, or a marker)
         if isinstance(parser, cst.Name):
             _, made = self._bindings(parser)
             parser = made[0] if len(made) == 1 else None
@@ -756,7 +759,7 @@ class ValueTracer:
         classes = [e.value for e in first.elements] if isinstance(first, (cst.Tuple, cst.List)) else [first]
         if index >= len(classes) or not isinstance(classes[index], cst.Name):
             return None
-        found = self.facts.class_defs.get(classes[index].value, ())
+        found = self.facts.class_defs.get(cast(cst.Name, classes[index]).value, ())
         return found[0] if len(found) == 1 else None
 
     def _class_attribute(self, cls: cst.ClassDef, attr: str, depth: int) -> Optional[Value]:
@@ -825,8 +828,8 @@ class ValueTracer:
                 return None
             return Value(default.options, default.origin, "config-default", certain=False)
         if name is not None and name.rsplit(".", 1)[-1] in ("field", "Field") and isinstance(self.facts.parent(call), cst.AnnAssign):
-            default = _kw(call, "default")  # a dataclass / pydantic field: `x: bool = field(default=False)`
-            value = self.resolve(default.value, depth) if default is not None else None
+            default_arg = _kw(call, "default")  # a dataclass / pydantic field: `x: bool = field(default=False)`
+            value = self.resolve(default_arg.value, depth) if default_arg is not None else None
             return Value(value.options, call, value.kind, value.certain, value.config) if value is not None else None
         if name in ("int", "bool", "float", "str") and len(call.args) == 1:
             inner = self.resolve(call.args[0].value, depth)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import inspect
 import re
 from contextlib import contextmanager
-from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, cast
 
 import libcst as cst
 
@@ -59,7 +59,7 @@ def _reader(fields: Tuple[str, ...]) -> Callable[[cst.CSTNode], List[cst.CSTNode
     lines.append("    return out")
     namespace = {"nodes": _NODE_CLASSES, "others": _OTHER_CLASSES, "classify": _classify}
     exec("\n".join(lines), namespace)  # field names are identifiers read from LibCST's source
-    return namespace["read"]  # type: ignore[no-any-return,return-value]
+    return cast(Callable[[cst.CSTNode], List[cst.CSTNode]], namespace["read"])
 
 
 def _children_property(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
@@ -369,6 +369,7 @@ def _run(
     nodes, ends = index.nodes, index.ends
     end = ends[start]
     pending: List[Tuple[int, cst.CSTNode, Callable[[cst.CSTNode], object]]] = []  # leaves to run
+    fn: Optional[Callable[[cst.CSTNode], object]]
     j = start
     while j < end:
         while pending and pending[-1][0] <= j:

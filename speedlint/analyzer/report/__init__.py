@@ -31,14 +31,14 @@ def _output(output_file: Optional[Path]) -> Iterator[TextIO]:
         yield fh
 
 
-def _exit_code(result) -> int:  # type: ignore[no-untyped-def]
+def _exit_code(result) -> int:
     if any(d.kind in ("internal-error",) for d in result.diagnostics):
         return 2
     return 1 if (result.findings or [d for d in result.diagnostics if d.kind != "warning"]) else 0
 
 
 def emit_check(
-    result,  # type: ignore[no-untyped-def]
+    result,
     output_format: str = "full",
     output_file: Optional[Path] = None,
     quiet: bool = False,
@@ -86,7 +86,7 @@ def emit_check(
     return _exit_code(result)
 
 
-def statistics_json(findings) -> List[Dict[str, Any]]:  # type: ignore[no-untyped-def]
+def statistics_json(findings) -> List[Dict[str, Any]]:
     """`--statistics --output-format json`: one object per rule, most frequent first."""
     from collections import Counter
 
@@ -98,7 +98,7 @@ def statistics_json(findings) -> List[Dict[str, Any]]:  # type: ignore[no-untype
     ]
 
 
-def finding_json(f) -> Dict[str, Any]:  # type: ignore[no-untyped-def]
+def finding_json(f) -> Dict[str, Any]:
     fix = None
     if f.fix is not None:
         fix = {
@@ -136,14 +136,14 @@ def finding_json(f) -> Dict[str, Any]:  # type: ignore[no-untyped-def]
     return out
 
 
-def _hop_json(hop) -> Dict[str, Any]:  # type: ignore[no-untyped-def]
+def _hop_json(hop) -> Dict[str, Any]:
     out = {"filename": hop[0], "location": {"row": hop[1]}, "call": hop[2]}
     if len(hop) > 3:
         out["cell"] = hop[3]
     return out
 
 
-def json_document(findings, diagnostics) -> Dict[str, Any]:  # type: ignore[no-untyped-def]
+def json_document(findings, diagnostics) -> Dict[str, Any]:
     return {
         "version": 1,
         "findings": [finding_json(f) for f in sorted(findings, key=lambda x: x.sort_key())],
@@ -154,7 +154,7 @@ def json_document(findings, diagnostics) -> Dict[str, Any]:  # type: ignore[no-u
 PROFILE_PHASES = ("read", "cache", "pre-filter", "parse", "providers", "rules", "positions", "fixes", "suppressions")
 
 
-def profile_lines(profile) -> List[str]:  # type: ignore[no-untyped-def]
+def profile_lines(profile) -> List[str]:
     """The `--profile-rules` report as plain lines (phases in pipeline order, then rules by time)."""
     total = sum(profile.phases.values()) or 1e-9
     head = f"Profile: {profile.files} files, {profile.cached} from cache, {profile.parsed} parsed"
@@ -173,13 +173,13 @@ def profile_lines(profile) -> List[str]:  # type: ignore[no-untyped-def]
     return lines
 
 
-def print_profile(profile) -> None:  # type: ignore[no-untyped-def]
+def print_profile(profile) -> None:
     sys.stdout.flush()
     sys.stderr.write("\n".join(profile_lines(profile)) + "\n")
 
 
 # -- fix -------------------------------------------------------------------------------------
-def _fix_exit_code(run, apply: bool) -> int:  # type: ignore[no-untyped-def]
+def _fix_exit_code(run, apply: bool) -> int:
     failed = ("internal-error", "write-error")
     if run.missing or any(d.kind in failed for o in run.outcomes for d in o.diagnostics) or any(d.kind in failed for d in run.diagnostics):
         return 2
@@ -189,7 +189,7 @@ def _fix_exit_code(run, apply: bool) -> int:  # type: ignore[no-untyped-def]
 
 
 def emit_fix(
-    run,  # type: ignore[no-untyped-def]
+    run,
     apply: bool,
     output_format: str = "full",
     output_file: Optional[Path] = None,
@@ -218,7 +218,7 @@ def emit_fix(
                 out.write(unified_diff(outcome))
     for d in [d for outcome in run.outcomes for d in outcome.diagnostics] + run.diagnostics:
         err.line([(d.path, "bold"), (": ", ""), (d.kind, "red"), (f": {d.message}", "")])
-    total = Counter()
+    total: Counter[str] = Counter()
     for outcome in run.changed:
         per_rule = Counter(f.code for f in outcome.applied)
         total.update(per_rule)
@@ -239,7 +239,7 @@ def emit_fix(
 
 
 # -- rules / explain ---------------------------------------------------------------------------
-def emit_rules(rules: Sequence[Type], output_format: str = "full") -> None:  # type: ignore[type-arg]
+def emit_rules(rules: Sequence[Type], output_format: str = "full") -> None:
     if output_format == "json":
         data = [
             {
@@ -262,7 +262,7 @@ def emit_rules(rules: Sequence[Type], output_format: str = "full") -> None:  # t
     Terminal(sys.stdout).render(table)
 
 
-def explain_markdown(rule) -> str:  # type: ignore[no-untyped-def]
+def explain_markdown(rule) -> str:
     """A rule's documentation as Markdown: its title, status, fix and impact record, then its
     docs (what `speedlint explain` shows; the language server's hover shortens it)."""
     header = f"# {rule.code} ({rule.name})\n\n"
@@ -273,7 +273,7 @@ def explain_markdown(rule) -> str:  # type: ignore[no-untyped-def]
     return header + meta + rule.docs()
 
 
-def emit_explain(rule) -> None:  # type: ignore[no-untyped-def]
+def emit_explain(rule) -> None:
     """A rule's documentation: rendered on a terminal; elsewhere its Markdown source, as written
     (no wrapping, code blocks intact: it reads, greps and pastes as it is)."""
     term = Terminal(sys.stdout)

@@ -11,7 +11,7 @@ in property values `:` and `,` are escaped too (`%3A`, `%2C`). Levels: high and 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Sequence
+from typing import List, Sequence, Tuple
 
 from speedlint.analyzer.findings import LOW, Diagnostic, Finding
 
@@ -39,7 +39,7 @@ def github_lines(findings: Sequence[Finding], diagnostics: Sequence[Diagnostic])
         if f.cell is not None:
             # a notebook: GitHub would pin line N to line N of the file's JSON, not of the cell;
             # the annotation is on the file, its message says where (`cell 3:12:5`)
-            props = [("file", Path(f.path).as_posix()), title]
+            props: List[Tuple[str, object]] = [("file", Path(f.path).as_posix()), title]
             message = f"cell {f.cell}:{f.line}:{f.column}: {f.code} {f.message}"
         else:
             props = [

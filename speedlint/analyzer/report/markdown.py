@@ -421,7 +421,7 @@ VERIFY_NOTE = (
 
 
 # -- check -----------------------------------------------------------------------------------------
-def check_document(result, paths: Sequence[str] = (".",)) -> str:  # type: ignore[no-untyped-def]
+def check_document(result, paths: Sequence[str] = (".",)) -> str:
     """The review document for a check result."""
     rules = _rules()
     findings = list(result.findings)
@@ -500,14 +500,14 @@ def check_document(result, paths: Sequence[str] = (".",)) -> str:  # type: ignor
 
 
 # -- fix -------------------------------------------------------------------------------------------
-def _fix_rows(outcomes) -> List[List[str]]:  # type: ignore[no-untyped-def]
+def _fix_rows(outcomes) -> List[List[str]]:
     rows = []
     for o in outcomes:
         rows.append([code_span(o.path), str(len(o.applied)), _counted(f.code for f in o.applied)])
     return rows
 
 
-def _applied_items(outcome) -> List[str]:  # type: ignore[no-untyped-def]
+def _applied_items(outcome) -> List[str]:
     titles = Counter((f.code, f.name, f.fix.title if f.fix else "", _fix_kind(f)) for f in outcome.applied)
     return [
         f"- {code} {code_span(name)}: {inline(title)} ({kind}{f', ×{n}' if n > 1 else ''})"
@@ -515,7 +515,7 @@ def _applied_items(outcome) -> List[str]:  # type: ignore[no-untyped-def]
     ]
 
 
-def fix_document(run, apply: bool, paths: Sequence[str] = (".",)) -> str:  # type: ignore[no-untyped-def]
+def fix_document(run, apply: bool, paths: Sequence[str] = (".",)) -> str:
     """`speedlint fix --output-format markdown`: the diffs (preview) or what was written (--apply)."""
     changed = run.changed if not apply else [o for o in run.changed if o.path in run.written]
     n = sum(len(o.applied) for o in changed)

@@ -112,7 +112,7 @@ def auxiliary(f: Finding) -> bool:
     return is_auxiliary(f.path) or bool(f.related and is_auxiliary(str(f.related[0][0])))
 
 
-def rank_key(f: Finding) -> tuple:  # type: ignore[type-arg]
+def rank_key(f: Finding) -> tuple:
     """The training code first (a benchmark's sync costs the training job nothing); then the
     costliest; then by level (a per-step low beats nothing), then position."""
     return (auxiliary(f), -cost(f), -f.impact.level, f.sort_key())
@@ -124,7 +124,7 @@ def gain_high(f: Finding) -> float:
     return gain.high if gain is not None else 1.0
 
 
-def group_key(findings: Sequence[Finding]) -> tuple:  # type: ignore[type-arg]
+def group_key(findings: Sequence[Finding]) -> tuple:
     """A group of findings (one rule's, one bottleneck class's), the costliest first: its
     costliest finding; at equal cost, the larger typical speed-up of the findings that cost that
     much (FP32 training, 1.5-3x, before a per-step sync, 5-30%); then its summed cost (many

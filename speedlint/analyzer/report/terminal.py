@@ -16,7 +16,7 @@ nor wrapping to do (rich is not even imported), else printed through a rich cons
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, List, Optional, Sequence, TextIO, Tuple
+from typing import TYPE_CHECKING, Any, List, Literal, Optional, Sequence, TextIO, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -61,6 +61,7 @@ class Terminal:
         if self._console is None:
             from rich.console import Console
 
+            colours: Optional[Literal["auto", "standard"]]
             if self.wrap:  # a terminal: rich finds its width
                 colours = "auto" if self.colour else None
                 self._console = Console(file=self.out, highlight=False, force_terminal=True, color_system=colours, no_color=not self.colour)

@@ -17,7 +17,7 @@ VERDICT_STYLE = {
 }
 
 
-def progress_printer(enabled: bool = True):  # type: ignore[no-untyped-def]
+def progress_printer(enabled: bool = True):
     """A progress callback for `verify()`: one dim line per run, on stderr."""
     term = Terminal(sys.stderr)
 
@@ -28,7 +28,7 @@ def progress_printer(enabled: bool = True):  # type: ignore[no-untyped-def]
     return say
 
 
-def _rate(side) -> str:  # type: ignore[no-untyped-def]
+def _rate(side) -> str:
     if side is None or side.median is None:
         return "-"
     if len(side.rates) > 1:
@@ -36,13 +36,13 @@ def _rate(side) -> str:  # type: ignore[no-untyped-def]
     return f"{side.median:.2f}"
 
 
-def _share(side) -> str:  # type: ignore[no-untyped-def]
+def _share(side) -> str:
     if side is None or side.data_wait_share is None:
         return "-"
     return f"{side.data_wait_share:.0%}"
 
 
-def print_verify(result, out: Optional[TextIO] = None) -> None:  # type: ignore[no-untyped-def]
+def print_verify(result, out: Optional[TextIO] = None) -> None:
     from rich.table import Table
 
     console = Terminal(out or sys.stdout).console
@@ -91,7 +91,7 @@ def print_verify(result, out: Optional[TextIO] = None) -> None:  # type: ignore[
     console.print(f"[{style}]{result.verdict}[/{style}]: {result.reason} (exit {result.exit_code})")
 
 
-def emit_verify(result, as_json: bool = False) -> int:  # type: ignore[no-untyped-def]
+def emit_verify(result, as_json: bool = False) -> int:
     """Print a verification result; returns its exit code."""
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
@@ -100,7 +100,7 @@ def emit_verify(result, as_json: bool = False) -> int:  # type: ignore[no-untype
     return int(result.exit_code)
 
 
-def emit_fix_verify_refusal(result) -> None:  # type: ignore[no-untyped-def]
+def emit_fix_verify_refusal(result) -> None:
     Terminal(sys.stderr).console.print(
         f"[bold red]speedlint fix: not applied[/bold red]: verification verdict is {result.verdict}"
         + (" (slower)" if result.verdict == "equivalent-not-faster" and result.slower else "")

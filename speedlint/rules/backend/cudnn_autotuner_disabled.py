@@ -186,7 +186,7 @@ class CudnnAutotunerDisabled(Rule):
                 shown = "`cudnn.deterministic = True`" if literal else f"`cudnn.deterministic = {value}` {source}"
                 self._check(node, f"{shown} restricts cuDNN to deterministic (often slower) algorithms", site)
 
-    def _config_site(self, expr: cst.BaseExpression):  # type: ignore[no-untyped-def]
+    def _config_site(self, expr: cst.BaseExpression):
         """The config-file line a setting's value comes from (the finding goes there), if one."""
         traced = self.ctx.config_values.resolve(expr)
         if traced is None or traced.kind != "config" or not traced.config:
@@ -216,7 +216,7 @@ class CudnnAutotunerDisabled(Rule):
             return bool(traced.options[0])
         return None
 
-    def _check(self, node: cst.Assign, message: str, site=None) -> None:  # type: ignore[no-untyped-def]
+    def _check(self, node: cst.Assign, message: str, site=None) -> None:
         if not self._on_gpu or not self._conv_training_script:
             return
         if not self._unconditional(node, set()):

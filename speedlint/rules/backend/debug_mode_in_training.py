@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Union, cast
 
 import libcst as cst
 
@@ -38,7 +38,7 @@ def _is_test_code(path: str, fn: Optional[cst.FunctionDef]) -> bool:
     return fn is not None and fn.name.value.startswith("test_")
 
 
-def _profiler_on(ctx, kw) -> bool:  # type: ignore[no-untyped-def]
+def _profiler_on(ctx, kw) -> bool:
     """`profiler="simple"`/`"advanced"`/`"pytorch"` or a profiler object, on every path."""
     value = kw.value
     if value is not None and value.options:
@@ -47,7 +47,7 @@ def _profiler_on(ctx, kw) -> bool:  # type: ignore[no-untyped-def]
     return isinstance(expr, cst.Call) and (ctx.qualname(expr.func) or "").rsplit(".", 1)[-1].endswith("Profiler")
 
 
-def _is_debug_helper(facts, fn: Optional[cst.FunctionDef]) -> bool:  # type: ignore[no-untyped-def]
+def _is_debug_helper(facts, fn: Optional[cst.FunctionDef]) -> bool:
     """A function whose name says it is there to debug, check or profile: deliberate, not a leftover."""
     while fn is not None:
         if DEBUG_NAME.search(fn.name.value):
@@ -302,6 +302,6 @@ class DebugModeInTraining(Rule):
             stmts = list(body.body)
             if not stmts:
                 return None
-            first = stmts[0]
+            first = cast(Union[cst.SimpleStatementLine, cst.BaseCompoundStatement], stmts[0])  # (the two kinds of statement)
             stmts[0] = first.with_changes(leading_lines=[*node.leading_lines, *first.leading_lines])
         return Fix.replace(node, cst.FlattenSentinel(stmts), "Remove the debugging context manager (unwrap its body)", UNSAFE)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Tuple, Union
 
 import libcst as cst
 
@@ -97,14 +97,15 @@ class UnusedPerformanceSetting(Rule):
     #: the text filter and the seeds decide (the program's reads are not in the file's `ast`)
     ast_precondition = staticmethod(lambda facts: True)
 
-    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx) -> None:
         super().__init__(ctx)
         seeds = ctx.seeds
         if seeds is not None and SEEDS_KEY in seeds.project:
             entries: List[List[Any]] = list(seeds.project[SEEDS_KEY])
         else:  # no program phase (stdin, an editor buffer): the file is the program
             entries = unused_options_alone(ctx.source)
-        self._options: Dict[Tuple[int, str], List[Any]] = {(e[1], e[4]): e for e in entries if e[0] == "option"}
+        # (looked up by a string literal's value, which may be bytes: a `b"--x"` misses)
+        self._options: Dict[Tuple[int, Union[str, bytes]], List[Any]] = {(e[1], e[4]): e for e in entries if e[0] == "option"}
         self._configs: Dict[int, List[List[Any]]] = {}
         for e in entries:
             if e[0] == "config":
@@ -120,9 +121,9 @@ class UnusedPerformanceSetting(Rule):
             return
         for arg in node.args:
             if arg.keyword is None and isinstance(arg.value, cst.SimpleString):
-                entry = self._options.pop((line, arg.value.evaluated_value), None)
-                if entry is not None:
-                    self._report_option(node, entry)
+                option = self._options.pop((line, arg.value.evaluated_value), None)
+                if option is not None:
+                    self._report_option(node, option)
                     return
 
     def leave_Module(self, original_node: cst.Module) -> None:

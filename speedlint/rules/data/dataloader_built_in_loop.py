@@ -101,7 +101,7 @@ class DataLoaderBuiltInLoop(Rule):
             return False
         for node in preorder(body):  # names assigned in the loop: targets, inner loops' variables
             if type(node) is cst.AssignTarget or type(node) is cst.For:
-                bound.update(target_names(node.target))  # type: ignore[attr-defined]
+                bound.update(target_names(node.target))
         return bool(_names_read(call) & bound)
 
 
@@ -112,7 +112,7 @@ def _names_read(call: cst.Call) -> Set[str]:
     for arg in call.args:
         for node in preorder(arg.value):
             if type(node) is cst.Attribute:
-                attributes.add(id(node.attr))  # type: ignore[attr-defined]
+                attributes.add(id(node.attr))
             elif type(node) is cst.Name and id(node) not in attributes:
-                names.add(node.value)  # type: ignore[attr-defined]
+                names.add(node.value)
     return names

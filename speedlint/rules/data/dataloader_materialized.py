@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, cast
 
 import libcst as cst
 
@@ -73,7 +73,7 @@ class DataLoaderMaterialized(Rule):
         if name == "len" and len(node.args) == 1:
             inner = node.args[0].value
             if _is_call(inner, "list"):
-                self._len_of_list(node, inner)  # type: ignore[arg-type]
+                self._len_of_list(node, cast(cst.Call, inner))  # (`_is_call`: a Call)
         elif name == "list" and len(node.args) == 1:
             parent = self.ctx.torch.parent(node)
             if not (isinstance(parent, cst.Arg) and _is_call(self.ctx.torch.parent(parent), "len")):
@@ -176,7 +176,7 @@ class DataLoaderMaterialized(Rule):
             impact=self._impact(when),
         )
 
-    def _impact(self, when: str):  # type: ignore[no-untyped-def]
+    def _impact(self, when: str):
         return self.impact.with_level(HIGH) if "step" in when else self.impact
 
     def _uses(self, var: cst.Name, assign: cst.CSTNode) -> List[cst.Name]:
@@ -202,12 +202,12 @@ def _names(target: cst.BaseExpression) -> List[cst.Name]:
     return []
 
 
-def _in_len(ctx, name: cst.Name) -> bool:  # type: ignore[no-untyped-def]
+def _in_len(ctx, name: cst.Name) -> bool:
     parent = ctx.torch.parent(name)
     return isinstance(parent, cst.Arg) and _is_call(ctx.torch.parent(parent), "len")
 
 
-def _size_read(ctx, node: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
+def _size_read(ctx, node: cst.CSTNode) -> bool:
     """`node` (after indexing) is only read for `.shape`/`.size()`/`len(...)`."""
     child = node
     for _ in range(6):

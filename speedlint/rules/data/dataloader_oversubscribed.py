@@ -83,7 +83,7 @@ class DataLoaderOversubscribed(Rule):
     triggers = ("cpu_count", "sched_getaffinity")
     ast_precondition = staticmethod(lambda facts: may_build_loader(facts) and facts.calls_any("cpu_count", "sched_getaffinity"))
 
-    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self._uncapped: Optional[List[Tuple[cst.Call, cst.CSTNode, cst.Call]]] = None
 
@@ -111,7 +111,7 @@ class DataLoaderOversubscribed(Rule):
         """(loader, where its workers are set, the CPU count call) for every loader of the file
         whose `num_workers` may be the uncapped CPU count."""
         if self._uncapped is None:
-            found = []
+            found: List[Tuple[cst.Call, cst.CSTNode, cst.Call]] = []
             for call in loader_facts(self.ctx).calls:
                 if not is_dataloader(self.ctx, call):
                     continue

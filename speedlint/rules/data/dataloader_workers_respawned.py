@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, cast
 
 import libcst as cst
 
@@ -15,6 +15,7 @@ from speedlint.analyzer.providers.worker_counts import cpu_count_workers
 from speedlint.analyzer.providers.anchors import keyword_anchor
 from speedlint.analyzer.providers.loaders import code_site as _code_site, LOADER_TRIGGERS, config_site, is_dataloader, kwarg, loader_facts, loader_kind, may_build_loader
 from speedlint.analyzer.providers.default_sites import default_site, report_default
+from speedlint.analyzer.providers.values import Value
 
 
 class DataLoaderWorkersRespawned(Rule):
@@ -116,7 +117,8 @@ class DataLoaderWorkersRespawned(Rule):
         elsewhere = ctx.loader_use(node).get("epoch") if epoch is None and not self._rebuilt_where_iterated(node) else None
         if epoch is None and elsewhere is None:
             return
-        count = f"`{cpus}`" if cpus is not None else "/".join(str(v) for v in workers.value.options if v >= 1)
+        # (no CPU count: the workers' value is known, else the test above returned)
+        count = f"`{cpus}`" if cpus is not None else "/".join(str(v) for v in cast(Value, workers.value).options if v >= 1)
         message = f"{count} worker process(es) are started again every epoch: `persistent_workers` is not set"
         if workers.value is not None and workers.value.any(lambda v: v == 0):
             message += " (when workers are used: `num_workers` may also be 0)"
@@ -160,7 +162,7 @@ class DataLoaderWorkersRespawned(Rule):
             return unit
         return None
 
-    def _fix(self, call: cst.Call, workers, persistent) -> Optional[Fix]:  # type: ignore[no-untyped-def]
+    def _fix(self, call: cst.Call, workers, persistent) -> Optional[Fix]:
         from speedlint.analyzer.fixes import keywords_edit
 
         ctx = self.ctx
@@ -194,7 +196,7 @@ def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _single_pass(ctx, loop: cst.For) -> bool:  # type: ignore[no-untyped-def]
+def _single_pass(ctx, loop: cst.For) -> bool:
     """`for epoch in range(1)` / `range(args.epochs)` with a default of 1."""
     it = loop.iter
     if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range" and len(it.args) == 1:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple, Union, cast
 
 import libcst as cst
 
@@ -14,6 +14,9 @@ from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, LOW, MEDIUM, Fix, Impact, Rule, Status
 from speedlint.analyzer.providers import walk
 from speedlint.analyzer.pyparse import AST_ERRORS, parse_quietly
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.context import FileContext
 
 #: Parsing a file format, building a structure or extracting features: the same result every
 #: epoch. Qualified-name prefixes (a call of anything under them).
@@ -183,10 +186,10 @@ class DatasetHeavyGetitem(Rule):
     triggers = TRIGGERS
     ast_precondition = staticmethod(lambda facts: facts.may_have_sample_function)
 
-    def __init__(self, ctx):  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._random_names: Dict[cst.FunctionDef, Set[str]] = {}
-        self._reported: Set[Tuple[cst.FunctionDef, str]] = set()
+        self._reported: Set[Tuple[Union[cst.Call, cst.FunctionDef], str]] = set()
         self._fill_lines: Optional[Set[int]] = None
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -527,7 +530,7 @@ def _transform_class(q: str) -> Optional[str]:
     return None
 
 
-def _is_dataset_class(ctx, cls: cst.ClassDef) -> bool:  # type: ignore[no-untyped-def]
+def _is_dataset_class(ctx, cls: cst.ClassDef) -> bool:
     """A class with a dataset base (`Dataset`, `IterableDataset`, a project `*Dataset`) or a
     `__getitem__`: one object serves every sample."""
     for base in cls.bases:
@@ -537,7 +540,7 @@ def _is_dataset_class(ctx, cls: cst.ClassDef) -> bool:  # type: ignore[no-untype
     return any(isinstance(s, cst.FunctionDef) and s.name.value in ROOTS for s in cls.body.body)
 
 
-def _memoizes(ctx, decorator: cst.BaseExpression) -> bool:  # type: ignore[no-untyped-def]
+def _memoizes(ctx, decorator: cst.BaseExpression) -> bool:
     """`@functools.lru_cache(...)`, `@lru_cache`, `@functools.cache`."""
     target = decorator.func if isinstance(decorator, cst.Call) else decorator
     if not isinstance(target, (cst.Name, cst.Attribute)):
@@ -545,7 +548,7 @@ def _memoizes(ctx, decorator: cst.BaseExpression) -> bool:  # type: ignore[no-un
     return (ctx.qualname(target) or dotted(target) or "") in MEMOIZERS
 
 
-def _memory_cache_miss(ctx, node: cst.CSTNode, fn: Optional[cst.FunctionDef]) -> Optional[str]:  # type: ignore[no-untyped-def]
+def _memory_cache_miss(ctx, node: cst.CSTNode, fn: Optional[cst.FunctionDef]) -> Optional[str]:
     """"memory" when `node` runs on a miss of an in-memory cache (`if key in self.cache:` ...
     `else:`, or the body of `if key not in self.cache:`), else None."""
     child = node
@@ -555,7 +558,7 @@ def _memory_cache_miss(ctx, node: cst.CSTNode, fn: Optional[cst.FunctionDef]) ->
         if isinstance(a, cst.If) and child is not a.test:
             test = a.test
             negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
-            inner = test.expression if negated else test
+            inner = cast(cst.UnaryOperation, test).expression if negated else test
             if isinstance(inner, cst.Comparison) and len(inner.comparisons) == 1:
                 op = inner.comparisons[0].operator
                 holder = inner.comparisons[0].comparator
@@ -567,7 +570,7 @@ def _memory_cache_miss(ctx, node: cst.CSTNode, fn: Optional[cst.FunctionDef]) ->
     return None
 
 
-def _option_tests(ctx, node: cst.CSTNode, fn: cst.FunctionDef) -> Dict[str, bool]:  # type: ignore[no-untyped-def]
+def _option_tests(ctx, node: cst.CSTNode, fn: cst.FunctionDef) -> Dict[str, bool]:
     """The `if self.<option>:` / `if not self.<option>:` tests around `node` in `fn`: option ->
     whether `node` runs when the option is set."""
     found: Dict[str, bool] = {}
@@ -596,7 +599,7 @@ def _option_tests(ctx, node: cst.CSTNode, fn: cst.FunctionDef) -> Dict[str, bool
     return found
 
 
-def _repeated(ctx, node: cst.CSTNode, fn: cst.FunctionDef) -> bool:  # type: ignore[no-untyped-def]
+def _repeated(ctx, node: cst.CSTNode, fn: cst.FunctionDef) -> bool:
     """`node` runs once per item in `fn`: in a loop or a comprehension there."""
     if ctx.torch.in_loop(node) is not None:
         return True
@@ -615,7 +618,7 @@ def _leaves(body: cst.BaseSuite) -> bool:
     return isinstance(last, cst.SimpleStatementLine) and bool(last.body) and isinstance(last.body[-1], (cst.Return, cst.Raise, cst.Continue))
 
 
-def _defaults_off(ctx, init: cst.FunctionDef, option: str) -> bool:  # type: ignore[no-untyped-def]
+def _defaults_off(ctx, init: cst.FunctionDef, option: str) -> bool:
     """`self.<option> = <param>` in `__init__` with that parameter defaulting to False/None/0."""
     for stmt in _assignments(init):
         for t in stmt.targets:
@@ -730,7 +733,7 @@ class _Plain(cst.CSTVisitor):
 
 
 class _CallNames(cst.CSTVisitor):
-    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx) -> None:
         super().__init__()
         self.ctx = ctx
         self.names: Set[str] = set()

@@ -12,7 +12,7 @@ from speedlint.analyzer.providers.frameworks import framework_hook
 from speedlint.analyzer.providers.intervals import branches
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.training import INFERENCE_VERB
-from speedlint.analyzer.rule import LOW, SAFE, UNSAFE, Fix, Impact, Rule
+from speedlint.analyzer.rule import LOW, SAFE, UNSAFE, Fix, Impact, ImportSpec, Rule
 from speedlint.analyzer.providers.inference import (
     Escapes,
     Models,
@@ -310,6 +310,8 @@ class NoGradInference(Rule):
         escapes: Escapes,
         bare: bool = False,
     ) -> None:
+        new_func: cst.BaseExpression
+        imports: Tuple[ImportSpec, ...]
         swap = self._import_swap(func)
         if swap is not None:  # `from torch import no_grad` used only here: import the new name instead
             new_func, imports = cst.Name("inference_mode"), ()

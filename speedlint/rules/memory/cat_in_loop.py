@@ -224,7 +224,7 @@ class CatInLoop(Rule):
                 found.append(_Occurrence(occ, self._kind(occ, target, facts)))
         return found
 
-    def _kind(self, occ: cst.CSTNode, target: Target, facts) -> str:  # type: ignore[no-untyped-def]
+    def _kind(self, occ: cst.CSTNode, target: Target, facts) -> str:
         parent = facts.parent(occ)
         if self._operand_of_another_grow(occ, target, facts):
             return "other-grow"  # grown in several branches of the loop
@@ -252,7 +252,7 @@ class CatInLoop(Rule):
                 return "meta"
         return "read"
 
-    def _operand_of_another_grow(self, occ: cst.CSTNode, target: Target, facts) -> bool:  # type: ignore[no-untyped-def]
+    def _operand_of_another_grow(self, occ: cst.CSTNode, target: Target, facts) -> bool:
         """`x` read by another `x = cat([x, y])` / `x = np.append(x, y)` of the same loop."""
         node = occ
         for _ in range(4):  # Name -> Element -> List -> Arg -> Call
@@ -442,7 +442,7 @@ def _tiny_loop(loop: cst.CSTNode) -> bool:
     return False
 
 
-def _is_store(facts, element: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
+def _is_store(facts, element: cst.CSTNode) -> bool:
     node = element
     for a in facts.ancestors(element):
         if isinstance(a, cst.AssignTarget):
@@ -524,11 +524,11 @@ class _Collector(cst.CSTVisitor):
 
 
 class _Swap(cst.CSTTransformer):
-    def __init__(self, mapping) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, mapping) -> None:
         super().__init__()
         self.mapping = mapping
 
-    def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def]
+    def on_leave(self, original_node, updated_node):
         return self.mapping.get(original_node, updated_node)
 
 
@@ -562,7 +562,7 @@ class _Assigned(cst.CSTVisitor):
         self._add(node.target)
 
     def visit_AsName(self, node: cst.AsName) -> None:
-        self._add(node.name)  # type: ignore[arg-type]
+        self._add(node.name)
 
 
 class _Binders(cst.CSTVisitor):

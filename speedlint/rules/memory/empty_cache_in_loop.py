@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Optional, cast
 
 import libcst as cst
 
@@ -220,13 +220,14 @@ def removal_with_guard(ctx: FileContext, node: cst.CSTNode, title: str) -> Optio
     if fix is None:
         return None
     facts = ctx.torch
-    line = facts.parent(facts.parent(node))  # Call -> Expr -> SimpleStatementLine
+    expr = facts.parent(node)
+    line = facts.parent(expr) if expr is not None else None  # Call -> Expr -> SimpleStatementLine
     block = facts.parent(line) if isinstance(line, cst.SimpleStatementLine) else None
     guard = facts.parent(block) if isinstance(block, cst.IndentedBlock) else None
     if (
         isinstance(guard, cst.If)
         and guard.orelse is None
-        and len(block.body) == 1
+        and len(cast(cst.IndentedBlock, block).body) == 1  # (a guard only above a block)
         and _pure_test(ctx, guard.test)
     ):
         outer = facts.parent(guard)

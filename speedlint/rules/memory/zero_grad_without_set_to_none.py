@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Iterable, List, Optional, Set
+from typing import TYPE_CHECKING, Iterable, List, Optional, Set, cast
 
 import libcst as cst
 
 from speedlint.analyzer.fixes import keyword_arg, with_keyword
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, LOW, SAFE, UNSAFE, Applicability, Fix, Impact, Rule
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.context import FileContext
+    from speedlint.analyzer.providers.training import Unit
 
 #: Constructors whose result has `zero_grad(set_to_none=...)`: optimizers and modules.
 _TORCH_OBJECT_PREFIXES = ("torch.optim.", "torch.nn.", "torch.distributed.optim.", "torch.nn.parallel.")
@@ -91,7 +95,7 @@ class ZeroGradWithoutSetToNone(Rule):
     triggers = ("zero_grad",)
     ast_precondition = staticmethod(lambda facts: facts.calls_any("zero_grad"))
 
-    def __init__(self, ctx):  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._grad_reads: Optional[List[cst.Attribute]] = None
 
@@ -117,7 +121,7 @@ class ZeroGradWithoutSetToNone(Rule):
 
     # -- the two forms ---------------------------------------------------------------------
     def _explicit(self, node: cst.Call, arg: cst.Arg, receiver: str) -> None:
-        if arg.keyword is None and self._custom_zero_grad(node.func):  # type: ignore[arg-type]
+        if arg.keyword is None and self._custom_zero_grad(cast(cst.Attribute, node.func)):  # (`visit_Call`: `<x>.zero_grad`)
             return
         literal = isinstance(arg.value, cst.Name) and arg.value.value == "False"
         if not literal:
@@ -146,7 +150,7 @@ class ZeroGradWithoutSetToNone(Rule):
         version = self.ctx.settings.target_torch_version
         if version is None or tuple(version) >= (2, 0):
             return
-        if not self._torch_receiver(node.func.value, node):  # type: ignore[attr-defined]
+        if not self._torch_receiver(cast(cst.Attribute, node.func).value, node):  # (`visit_Call`: `<x>.zero_grad`)
             return
         self.report(
             node,
@@ -192,7 +196,7 @@ class ZeroGradWithoutSetToNone(Rule):
 
     def _torch_receiver(self, expr: cst.BaseExpression, call: cst.Call) -> bool:
         """Whether this file shows `expr` to be an optimizer or an `nn.Module`."""
-        if self._custom_zero_grad(call.func):  # type: ignore[arg-type]
+        if self._custom_zero_grad(cast(cst.Attribute, call.func)):  # (`visit_Call`: `<x>.zero_grad`)
             return False
         facts = self.ctx.torch
         for b in self._bindings(expr):
@@ -279,7 +283,7 @@ class ZeroGradWithoutSetToNone(Rule):
         for loop in facts.step_loops:
             if fn is not None and fn in facts.callees_closure([loop]):
                 regions.append(loop)
-        units = [r for r in regions if r in facts.units]
+        units = cast("List[Unit]", [r for r in regions if r in facts.units])  # the keys of `units` are units
         regions += list(facts.callees_closure(units))
         region_set = set(regions)
         for read in self._all_grad_reads():
@@ -288,7 +292,7 @@ class ZeroGradWithoutSetToNone(Rule):
         return False
 
 
-def _grad_reads(ctx) -> Iterable[cst.Attribute]:  # type: ignore[no-untyped-def]
+def _grad_reads(ctx) -> Iterable[cst.Attribute]:
     """Every `<expr>.grad` that reads a gradient (not `p.grad = None`, not `torch.autograd.grad`)."""
     facts = ctx.torch
     for node in facts.order:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Set, Tuple, Union
+from typing import TYPE_CHECKING, Dict, List, Optional, Set, Tuple, Union, cast
 
 import libcst as cst
 
@@ -14,6 +14,9 @@ from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, LOW, MEDIUM, Fix, Impact, Rule, Status
 from speedlint.analyzer.vocabulary import BATCH_SIZE_NAMES, LOSS_FUNCTION, SEQUENCE_ANNOTATION
 from speedlint.analyzer.providers import walk
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.context import FileContext
 
 #: Attributes and methods only tensors (and arrays) have: evidence that a name holds a tensor.
 TENSOR_ATTRS = frozenset(
@@ -170,7 +173,7 @@ class PythonLoopOverBatch(Rule):
         )
     )
 
-    def __init__(self, ctx):  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._batch_loops: Dict[cst.CSTNode, Optional[Tuple[str, str, bool]]] = {}
         self._model_functions: Optional[Set[cst.FunctionDef]] = None
@@ -267,7 +270,7 @@ class PythonLoopOverBatch(Rule):
             if batch is not None:
                 found = (f"`{self.ctx.code(it)}`", RANGE)
                 if batch is not NAMED:
-                    sources.append(batch)  # type: ignore[arg-type]
+                    sources.append(cast(cst.BaseExpression, batch))  # (the only string it returns is NAMED)
         else:
             values = self._unique_of(it, scope)
             if values is not None:
@@ -548,7 +551,7 @@ def _strip_conversions(expr: cst.BaseExpression) -> cst.BaseExpression:
             return expr
 
 
-def _is_one_dim_test(test: cst.BaseExpression, text: str, ctx) -> bool:  # type: ignore[no-untyped-def]
+def _is_one_dim_test(test: cst.BaseExpression, text: str, ctx) -> bool:
     """`x.dim() == 1`, `x.ndim == 1`, `len(x.shape) == 1`, `len(x.size()) == 1` for `x` written `text`."""
     if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Equal)):
         return False
@@ -730,7 +733,7 @@ class _Flow(cst.CSTVisitor):
 
 
 class _TensorUse(cst.CSTVisitor):
-    def __init__(self, ctx, name: str) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx, name: str) -> None:
         super().__init__()
         self.ctx = ctx
         self.name = name

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, List, Optional, Set
+from typing import Iterable, List, Optional, Set, Union
 
 import libcst as cst
 
@@ -132,7 +132,7 @@ class Fp32MatmulPrecisionHighest(Rule):
         version = settings.target_torch_version
         return version is None or version >= _TF32_OFF_SINCE or settings.torch_declared
 
-    def _entries(self, loops: Set[cst.CSTNode]) -> List[cst.FunctionDef]:
+    def _entries(self, loops: Set[Union[cst.For, cst.While]]) -> List[cst.FunctionDef]:
         """The functions that run these training loops, outermost first: a function whose loops
         call another of them (an epoch loop around a `train_one_epoch`) stands for both."""
         facts = self.ctx.torch

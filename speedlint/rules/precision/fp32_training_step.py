@@ -162,7 +162,7 @@ class Fp32TrainingStep(Rule):
                 fix = Fix(
                     "Run forward and loss under torch.autocast with a GradScaler (AMP codemod)",
                     UNSAFE,
-                    fixer=lambda m, ctx=ctx: amp.rewrite(m, ctx if m is module else None),
+                    fixer=lambda m: amp.rewrite(m, ctx if m is module else None),
                 )
             # on the first forward/loss statement: the line the codemod wraps (else the loop)
             if p.opt_in is not None:

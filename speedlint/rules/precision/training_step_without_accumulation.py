@@ -79,6 +79,6 @@ class TrainingStepWithoutAccumulation(Rule):
                 fix = Fix(
                     f"Accumulate gradients over accumulation_steps = {steps} batches",
                     UNSAFE,
-                    fixer=lambda m, ctx=ctx: accumulation.rewrite(m, steps, ctx if m is module else None),
+                    fixer=lambda m: accumulation.rewrite(m, steps, ctx if m is module else None),
                 )
             self.report(loop, "this training step updates the weights after every batch (no gradient accumulation)", fix=fix)

@@ -109,7 +109,7 @@ class BlockingHostToDeviceCopy(Rule):
             pinned = [loader for loader in loaders if self._pinned(loader)]
             if not pinned or not all(self._accepts_non_blocking(loader, whole) for loader in loaders):
                 return
-            where = f"line {self.ctx.position(pinned[0]).start.line}"
+            where: Optional[str] = f"line {self.ctx.position(pinned[0]).start.line}"
         else:
             where = self._pinned_elsewhere(func.value)  # a loader built in another module
             if where is None:

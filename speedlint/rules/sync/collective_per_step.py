@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import List, Optional
 
 import libcst as cst
 
@@ -196,7 +196,7 @@ class CollectivePerStep(Rule):
 
 
 def _interval_test(test: cst.BaseExpression) -> bool:
-    todo = [test]
+    todo: List[cst.CSTNode] = [test]
     while todo:
         cur = todo.pop()
         if isinstance(cur, cst.BinaryOperation) and isinstance(cur.operator, cst.Modulo):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Dict, Iterator, List, Optional, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple, cast
 
 import libcst as cst
 
@@ -193,7 +193,7 @@ class HostSyncInTrainingStep(Rule):
         lambda facts: facts.may_use_gpu and (facts.may_have_training_step or facts.may_have_eval_loop)
     )
 
-    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self._flow: Optional[Flow] = None
         self._reported: Set[cst.CSTNode] = set()
@@ -224,8 +224,8 @@ class HostSyncInTrainingStep(Rule):
         elif isinstance(func, cst.Attribute) and func.attr.value in _SYNC_METHODS:
             self._method(node, func)
         elif isinstance(func, cst.Name) and func.value in _CONVERSIONS and len(node.args) == 1 and not node.args[0].star:
-            arg = node.args[0].value
-            if self._cheap_candidate(arg) and self.flow.is_tensor(arg):
+            value = node.args[0].value
+            if self._cheap_candidate(value) and self.flow.is_tensor(value):
                 self._sync(node, f"`{func.value}()` of a tensor")
         elif isinstance(func, cst.Name) and func.value == "print":
             for arg in node.args:
@@ -331,7 +331,7 @@ class HostSyncInTrainingStep(Rule):
         if not q and isinstance(func, cst.Attribute):  # `self.pool = global_mean_pool`, then `self.pool(h, batch)`
             # (set to one of several poolings by a config switch: any of them may run)
             written = {self.ctx.qualname(w) for w in self.flow.self_writes(func) if isinstance(w, (cst.Name, cst.Attribute))}
-            q = min(written & _POOLS_WITHOUT_SIZE, default="")
+            q = min(cast("Set[str]", written & _POOLS_WITHOUT_SIZE), default="")  # (an intersection with names: no None)
         if (isinstance(func, cst.Name) and func.value == "range" and q in ("range", "builtins.range")) or q in _SIZED_FACTORIES:
             self._first_tensor([a.value for a in node.args if a.keyword is None and not a.star], f"a tensor used as a size in `{dotted(func)}()`", SIZE_ADVICE)
         elif q in _POOLS_WITHOUT_SIZE and not any(a.keyword is not None and a.keyword.value == "size" for a in node.args):
@@ -846,7 +846,7 @@ class HostSyncInTrainingStep(Rule):
         b = self.flow.binding(root)
         if b is None or b.kind != "for":
             return False
-        for call in _calls_in(b.site.body):  # type: ignore[attr-defined]
+        for call in _calls_in(cast(cst.For, b.site).body):  # (a "for" binding's site is its For)
             func = call.func
             if (
                 isinstance(func, cst.Attribute)
@@ -863,7 +863,7 @@ class HostSyncInTrainingStep(Rule):
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 
-def _ancestors_within(facts, node: cst.CSTNode, boundary: cst.CSTNode) -> Iterator[cst.CSTNode]:  # type: ignore[no-untyped-def]
+def _ancestors_within(facts, node: cst.CSTNode, boundary: cst.CSTNode) -> Iterator[cst.CSTNode]:
     for a in facts.ancestors(node):
         if a is boundary:
             return
@@ -945,7 +945,7 @@ def _calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
 
 def _only_jumps(body: cst.BaseSuite) -> bool:
     stmts = body.body
-    smalls = []
+    smalls: List[cst.BaseSmallStatement] = []
     for s in stmts:
         if isinstance(s, cst.SimpleStatementLine):
             smalls.extend(s.body)

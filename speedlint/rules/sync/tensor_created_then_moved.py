@@ -135,7 +135,7 @@ class TensorCreatedThenMoved(Rule):
             return " in a loop"
         return ""
 
-    def _fixed(self, factory: cst.Call, move: Move, short: str, casts, scaled=None):  # type: ignore[no-untyped-def]
+    def _fixed(self, factory: cst.Call, move: Move, short: str, casts, scaled=None):
         # (a factory in arithmetic: the other operand may be a CPU tensor, which the device would refuse)
         applicability = SAFE if scaled is None else UNSAFE
         if move.method == "cuda":
