@@ -195,3 +195,59 @@ def test_nested_defs_are_looked_up_only_where_some_can_be(tmp_path):
     assert not fast.ret_types[names["plain"]]  # the module's `one_epoch`, not main's
     assert {fid for fid, _ in fast._nested_memo} <= {names[q] for q in ("main", "main.one_epoch", "main.one_epoch.step", "main.later", "main.Local.run")}
     assert any(fid == names["plain"] for fid, _ in slow._nested_memo)
+
+
+ELEMENTS = '''
+class A:
+    def run(self):
+        return 1
+
+
+class B:
+    def run(self):
+        return 2
+
+
+a = A()
+b = B()
+
+
+def f(xs):
+    p, q = xs
+    p.run()
+
+
+def g():
+    f([a, a])
+
+
+def h():
+    f([b, b])
+
+
+def only(xs):
+    p, q = xs
+    p.run()
+
+
+def k():
+    only([a, b])
+'''
+
+
+def test_each_position_of_a_literal_sequence_argument_gathers_every_call_site(tmp_path):
+    """`f([a, a])` and `f([b, b])` with module-level `a = A()`, `b = B()`: the first position of
+    `f`'s parameter may be either, so `p.run()` runs `A.run` and `B.run`. (The types of a
+    position were the module name's own frozen set, which `|=` does not grow: only `A.run`.) A
+    function called from one place keeps its positions apart: `only([a, b])` runs `A.run`
+    alone."""
+    program = Program([(str(tmp_path / "m.py"), "m.py", summarize(ELEMENTS))])
+    names = {fn["q"]: fid for fid, (_, fn) in enumerate(program.functions)}
+
+    def runs(caller):
+        return sorted(program.functions[callee][1]["q"] for _, callee in program.edges[names[caller]])
+
+    assert runs("f") == ["A.run", "B.run"]
+    assert runs("only") == ["A.run"]
+    # the module's own types of `a` and `b` are not grown by it
+    assert program.param_elems[names["f"]]["xs"][0] == {f"I:{program.modules[0].cids['A']}", f"I:{program.modules[0].cids['B']}"}

@@ -914,7 +914,9 @@ class Program:
         elems = [self.eval(mid, fid, e, env) for e in arg[1]]
         have = known.get(name)
         if have is None:
-            known[name] = elems
+            # sets of its own: they grow below, and what `eval` gives may be a module name's
+            # frozen set or another function's (which growing would change too)
+            known[name] = [set(e) for e in elems]
             return True
         if len(have) != len(elems):
             known[name] = None
