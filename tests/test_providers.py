@@ -364,6 +364,30 @@ def test_kwargs_dict_literal_dict_call_and_updates():
     assert _kw("DataLoader(ds, **get_kwargs())").unknown
 
 
+def test_dict_items_written_from_an_unpacked_call_are_unknown_from_where_they_are_written():
+    """`kw["num_workers"], kw["pin_memory"] = make()`: unknown, placed at the call that writes
+    them (a CST node, never the tracer's own marker), and in the order written: a literal written
+    before the unpacking is overwritten by it, one written after overrides it."""
+    before = """
+    def build(ds):
+        kw = {"batch_size": 8}
+        kw["num_workers"] = 0
+        kw["num_workers"], kw["pin_memory"] = make()
+        return DataLoader(ds, **kw)
+    """
+    got = _kw(before)
+    assert got.unknown and isinstance(got.node, cst.Call) and got.node.func.value == "make"
+    assert _kw(before, "pin_memory").unknown
+    after = """
+    def build(ds):
+        kw = {"batch_size": 8}
+        kw["num_workers"], kw["pin_memory"] = make()
+        kw["num_workers"] = 0
+        return DataLoader(ds, **kw)
+    """
+    assert _kw(after).value.options == (0,)
+
+
 def test_config_lookups():
     assert _kw("cfg = {'num_workers': 3}\nDataLoader(ds, num_workers=cfg['num_workers'])").value.options == (3,)
     got = _kw("DataLoader(ds, num_workers=cfg.get('num_workers', 8))").value

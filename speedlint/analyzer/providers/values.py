@@ -208,6 +208,12 @@ class _Index(cst.CSTVisitor):
             self.updates.setdefault((self._scope(node), func.value.value), []).append(node)
 
 
+def _written_at(value: Any) -> cst.CSTNode:
+    """Where a value written into a dict item is written: the expression, or for
+    `d["a"], d["b"] = f()` (the marker `("unpack", call, i)`) the call."""
+    return value[1] if value.__class__ is tuple else value
+
+
 def _subscript_key(node: cst.Subscript) -> Optional[str]:
     if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
         return None
@@ -405,7 +411,8 @@ class ValueTracer:
             # (`...`: the lambdas below keep their loop values as defaults)
             changes: List[Tuple[cst.CSTNode, Callable[..., Optional[List[Entries]]]]] = []
             for target, value in self.index.item_writes.get(written, []):
-                changes.append((value, lambda alts, k=target, v=value: [({**items, k: (v, v)}, c) for items, c in alts]))
+                at = _written_at(value)
+                changes.append((at, lambda alts, k=target, v=value, n=at: [({**items, k: (v, n)}, c) for items, c in alts]))
             for call in self.index.updates.get(written, []):
                 changes.append((call, lambda alts, c=call: self._merge_call_args(c, alts, depth)))
             for at, change in sorted(changes, key=lambda c: self.facts.order.get(c[0], 0)):
