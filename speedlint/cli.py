@@ -7,11 +7,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import List, Optional, Tuple, cast
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, cast
 
 import typer
 
 from speedlint import __version__
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.baseline import BaselineOutcome
+    from speedlint.analyzer.fixdriver import FixRun
+    from speedlint.analyzer.runner import Overrides, SettingsResolver
+    from speedlint.analyzer.sources import Source
 
 app = typer.Typer(
     name="speedlint",
@@ -50,7 +56,15 @@ def _root(
 
 
 # -- shared option helpers ---------------------------------------------------------------------
-def _overrides(select, ignore, extend_select, preview, unsafe_fixes, target_torch_version, fix_options=()):
+def _overrides(
+    select: Optional[List[str]],
+    ignore: Optional[List[str]],
+    extend_select: Optional[List[str]],
+    preview: bool,
+    unsafe_fixes: bool,
+    target_torch_version: Optional[str],
+    fix_options: Sequence[Tuple[str, object]] = (),
+) -> Overrides:
     """The options that override config files (their rule selectors are checked by `_resolver`)."""
     from speedlint.analyzer.config import ConfigError, parse_version
     from speedlint.analyzer.runner import Overrides
@@ -71,7 +85,7 @@ def _overrides(select, ignore, extend_select, preview, unsafe_fixes, target_torc
     )
 
 
-def _resolver(overrides, config: Optional[Path], isolated: bool):
+def _resolver(overrides: Overrides, config: Optional[Path], isolated: bool) -> SettingsResolver:
     from speedlint.analyzer.config import ConfigError
     from speedlint.analyzer.registry import SelectionError, validate_selectors
     from speedlint.analyzer.runner import SettingsResolver, use_cached_catalogue
@@ -170,7 +184,7 @@ def check(
     raise typer.Exit(EXIT_CLEAN if exit_zero and code != EXIT_ERROR else code)
 
 
-def _read_stdin():
+def _read_stdin() -> Source:
     """Code on stdin, decoded like a file (coding cookie, BOM), line endings kept as they are."""
     from speedlint.analyzer.sources import Source, SourceError, decode
 
@@ -183,7 +197,7 @@ def _read_stdin():
         raise UsageFailure(f"stdin: {exc}") from None
 
 
-def _write_stdout(source, text: str) -> None:
+def _write_stdout(source: Source, text: str) -> None:
     buffer = getattr(sys.stdout, "buffer", None)
     if buffer is None:
         sys.stdout.write(text)
@@ -193,7 +207,7 @@ def _write_stdout(source, text: str) -> None:
         buffer.flush()
 
 
-def _stdin_excluded(filename: str, resolver) -> bool:
+def _stdin_excluded(filename: str, resolver: SettingsResolver) -> bool:
     """`--force-exclude` with `--stdin-filename`: whether the excludes cover that name."""
     from speedlint.analyzer.discovery import matches_excludes
     from speedlint.analyzer.runner import excludes_for
@@ -203,7 +217,7 @@ def _stdin_excluded(filename: str, resolver) -> bool:
     return matches_excludes(path, False, patterns, root)
 
 
-def _baseline_note(outcome, baseline: Path) -> None:
+def _baseline_note(outcome: BaselineOutcome, baseline: Path) -> None:
     """Stale baseline entries: a short note on stderr, never a failure."""
     if not outcome.stale:
         return
@@ -300,7 +314,17 @@ def _script_args_from_argv(positionals: List[str]) -> Tuple[List[str], List[str]
     return positionals, []
 
 
-def _fix_with_verify(script: Path, paths: List[str], resolver, apply: bool, steps: int, repeats: int, force_exclude: bool, jobs: Optional[int], use_cache: bool):
+def _fix_with_verify(
+    script: Path,
+    paths: List[str],
+    resolver: SettingsResolver,
+    apply: bool,
+    steps: int,
+    repeats: int,
+    force_exclude: bool,
+    jobs: Optional[int],
+    use_cache: bool,
+) -> Tuple[List[str], FixRun]:
     """Compute the fixes for the paths (the fix driver, as `fix` does) and verify them; returns
     the paths and the fixes (for `fix` to show or write: exactly what was verified), or exits
     with the verdict's code."""

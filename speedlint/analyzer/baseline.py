@@ -22,10 +22,13 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from speedlint.analyzer.diffkeys import FindingKeyer, Key, code_lines, relative_path
 from speedlint.analyzer.findings import Finding
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.runner import RunResult
 
 __all__ = ["BaselineError", "Entry", "BaselineOutcome", "Key", "code_lines", "relative_path", "entries_for", "write_baseline", "load_baseline", "apply_baseline", "filter_result"]
 
@@ -150,7 +153,7 @@ def apply_baseline(
     return [f for f in findings if id(f) in keep], outcome
 
 
-def filter_result(result, entries: Sequence[Entry], base: Path) -> BaselineOutcome:
+def filter_result(result: RunResult, entries: Sequence[Entry], base: Path) -> BaselineOutcome:
     """Apply a baseline to a RunResult in place (each file keeps only its new findings)."""
     sources = {r.path: r.source for r in result.files}
     all_findings = [f for r in result.files for f in r.findings]

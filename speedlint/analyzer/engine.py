@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Type
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, cast
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -32,7 +32,12 @@ from speedlint.analyzer.program.seeds import USED_ELSEWHERE
 from speedlint.analyzer.program.summary import summarize
 
 if TYPE_CHECKING:  # pragma: no cover
+    from libcst.metadata.base_provider import BaseMetadataProvider
+
     from speedlint.analyzer.program.seeds import FileSeeds
+    from speedlint.analyzer.rule import Replacement, Report
+
+    _T = TypeVar("_T")
 
 
 @dataclass
@@ -244,7 +249,7 @@ def _chain(ctx: FileContext, node: cst.CSTNode, rule: Rule) -> Tuple[str, Tuple[
     return f" (runs {_HOT_WORDS.get(kind, kind)}: {hops} -> {ctx.path}:{here})", tuple(h.related() for h in chain)
 
 
-def _finding(ctx: FileContext, rule: Rule, report, timed: bool = False) -> Tuple[Finding, float]:
+def _finding(ctx: FileContext, rule: Rule, report: Report, timed: bool = False) -> Tuple[Finding, float]:
     if report.at is not None:
         return _config_finding(ctx, rule, report), 0.0
     pos = ctx.position(report.node)
@@ -276,7 +281,7 @@ def _finding(ctx: FileContext, rule: Rule, report, timed: bool = False) -> Tuple
     ), spent
 
 
-def _config_finding(ctx: FileContext, rule: Rule, report) -> Finding:
+def _config_finding(ctx: FileContext, rule: Rule, report: Report) -> Finding:
     """A finding on the config-file line that holds the value (`Rule.report(..., at=site)`):
     the code that reads it is the first related location, then the hot chain, if any."""
     from speedlint.analyzer.providers.configs import display_path
@@ -304,7 +309,7 @@ def _config_finding(ctx: FileContext, rule: Rule, report) -> Finding:
     )
 
 
-def _edit(ctx: FileContext, node: cst.CSTNode, new) -> Edit:
+def _edit(ctx: FileContext, node: cst.CSTNode, new: Replacement) -> Edit:
     pos = ctx.position(node)
     if isinstance(new, cst.CSTNode):
         content = ctx.module.code_for_node(new)
@@ -344,7 +349,7 @@ class _Wrapper(MetadataWrapper):
     provider, the same result); anything else goes through LibCST as usual.
     """
 
-    def resolve(self, key):
+    def resolve(self, key: Type[BaseMetadataProvider[_T]]) -> Mapping[cst.CSTNode, _T]:
         if key is PositionProvider and key not in self._metadata:
             self._metadata[key] = PositionProvider()._gen(self)
         return super().resolve(key)
@@ -357,8 +362,9 @@ class _Batched(cst.BatchableCSTVisitor):
         super().__init__()
         self.rule = rule
 
-    def get_visitors(self):
-        return visitor_methods(self.rule)
+    def get_visitors(self) -> Mapping[str, Callable[[cst.CSTNode], None]]:
+        # (LibCST's type says a visitor method returns None: what one returns is ignored, here as in LibCST)
+        return cast("Mapping[str, Callable[[cst.CSTNode], None]]", visitor_methods(self.rule))
 
 
 class _Timed(cst.BatchableCSTVisitor):
@@ -369,13 +375,13 @@ class _Timed(cst.BatchableCSTVisitor):
         self.rule = rule
         self.profile = profile
 
-    def get_visitors(self):
+    def get_visitors(self) -> Mapping[str, Callable[[cst.CSTNode], None]]:
         code = self.rule.code
         rules = self.profile.rules
         ctx = self.rule.ctx
 
-        def timed(fn):
-            def run(node):
+        def timed(fn: Callable[[cst.CSTNode], object]) -> Callable[[cst.CSTNode], object]:
+            def run(node: cst.CSTNode) -> object:
                 before = getattr(ctx, "_provider_time", 0.0)
                 t = time.perf_counter()
                 try:
@@ -387,7 +393,8 @@ class _Timed(cst.BatchableCSTVisitor):
 
             return run
 
-        return {name: timed(fn) for name, fn in visitor_methods(self.rule).items()}
+        timed_methods = {name: timed(fn) for name, fn in visitor_methods(self.rule).items()}
+        return cast("Mapping[str, Callable[[cst.CSTNode], None]]", timed_methods)  # (as in `_Batched.get_visitors`)
 
 
 def check_source(

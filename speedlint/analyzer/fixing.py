@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Type, cast
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Type, Union, cast
 
 import libcst as cst
 
@@ -28,6 +28,7 @@ from speedlint.analyzer.suppress import apply_suppressions
 
 if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.program.seeds import FileSeeds
+    from speedlint.analyzer.rule import Replacement
 
 MAX_ROUNDS = 10
 
@@ -37,7 +38,7 @@ class _Replacer(cst.CSTTransformer):
     the ids of their ancestors). A subtree left alone is kept as it is, the same objects: LibCST
     rebuilds every node it enters, which made this pass most of a fix round's time."""
 
-    def __init__(self, mapping: Dict[cst.CSTNode, object], on_the_way: Set[int]) -> None:
+    def __init__(self, mapping: Dict[cst.CSTNode, Replacement], on_the_way: Set[int]) -> None:
         super().__init__()
         self.mapping = mapping
         self.on_the_way = on_the_way
@@ -45,7 +46,10 @@ class _Replacer(cst.CSTTransformer):
     def on_visit(self, node: cst.CSTNode) -> bool:
         return id(node) in self.on_the_way
 
-    def on_leave(self, original_node, updated_node):
+    # (LibCST types `on_leave` as giving back a node of the type it left: a replacement may be of another type)
+    def on_leave(  # type: ignore[override]
+        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
+    ) -> Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel[cst.CSTNode]]:
         if original_node in self.mapping:
             new = self.mapping[original_node]
             # a copy of its own: a fix may reuse a node that stays elsewhere in the tree (or put
@@ -79,13 +83,13 @@ def _span(ctx: FileContext, node: cst.CSTNode) -> Tuple[Tuple[int, int], Tuple[i
     return (pos.start.line, pos.start.column), (pos.end.line, pos.end.column)
 
 
-def _overlaps(a, b) -> bool:
+def _overlaps(a: Tuple[Tuple[int, int], Tuple[int, int]], b: Tuple[Tuple[int, int], Tuple[int, int]]) -> bool:
     return a[0] < b[1] and b[0] < a[1]
 
 
 def apply_round(module: cst.Module, ctx: FileContext, findings: Sequence[Finding]) -> Tuple[cst.Module, List[Finding]]:
     """Apply the replacement fixes of `findings` that do not overlap; or else one codemod fix."""
-    mapping: Dict[cst.CSTNode, object] = {}
+    mapping: Dict[cst.CSTNode, Replacement] = {}
     spans: List[Tuple[Tuple[int, int], Tuple[int, int]]] = []
     imports = []
     applied: List[Finding] = []

@@ -46,7 +46,7 @@ import re
 from dataclasses import dataclass, field, replace
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Type, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, Union, cast
 
 from speedlint.analyzer.findings import Diagnostic, Finding
 from speedlint.analyzer.program.seeds import Hop
@@ -679,7 +679,7 @@ def _source_spans(text: str) -> Dict[int, Tuple[int, int]]:
     def value_end(i: int) -> int:
         return _DECODER.raw_decode(text, i)[1]
 
-    def walk_object(i: int, on_key) -> int:
+    def walk_object(i: int, on_key: Callable[[str, int], int]) -> int:
         """`i` at "{": calls on_key(key, value offset) -> end of the value; returns the end."""
         i = _expect(text, i, "{")
         i = _skip_ws(text, i)

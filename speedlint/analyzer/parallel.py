@@ -27,7 +27,7 @@ from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Type
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Type, Union
 
 from speedlint.analyzer.config import Settings
 from speedlint.analyzer.findings import Diagnostic, FileResult, Profile
@@ -36,7 +36,10 @@ from speedlint.analyzer.program.seeds import FileSeeds
 from speedlint.analyzer.sources import SourceError, read_source
 
 if TYPE_CHECKING:  # pragma: no cover
+    from multiprocessing.context import ForkContext, SpawnContext
+
     from speedlint.analyzer.cache import Bucket, CachedResult, ResultCache
+    from speedlint.analyzer.context import FileContext
     from speedlint.analyzer.rule import Rule
 
     #: `_summarize_and_link`'s arguments, all but the profile
@@ -138,7 +141,7 @@ def analyze_job(job: Job, profile: Optional[Profile]) -> Tuple[FileResult, Optio
     return result, digest
 
 
-def config_diagnostics(shown: str, seeds: Optional[FileSeeds], ctx) -> List[Diagnostic]:
+def config_diagnostics(shown: str, seeds: Optional[FileSeeds], ctx: Optional[FileContext]) -> List[Diagnostic]:
     """Warnings about the config files a file reads: a file that does not exist, one that cannot
     be read, a value of the wrong type (`configs`, `providers.configs`)."""
     from speedlint.analyzer.providers.configs import display_path
@@ -505,7 +508,7 @@ def _chunks(jobs: List[Job], workers: int) -> List[List[Job]]:
     return chunks
 
 
-def _context():
+def _context() -> Union[ForkContext, SpawnContext]:
     import multiprocessing
 
     # fork: workers inherit the imported rules (no start-up imports). Only where it is safe.
@@ -597,8 +600,8 @@ def _text_if_unchanged(path: str, digest: str, shown: str) -> Optional[str]:
 
 def process_files(
     files: Sequence[Tuple[Path, str]],
-    settings_for,
-    codes_for,
+    settings_for: Callable[[Path], Settings],
+    codes_for: Callable[[Settings], Sequence[str]],
     cache_root: Optional[Path],
     profile: Optional[Profile] = None,
     jobs: Optional[int] = None,

@@ -17,12 +17,14 @@ from speedlint.analyzer.config import (
     requirement_files,
     selectors_of,
 )
-from speedlint.analyzer.discovery import discover, resolve_folder
-from speedlint.analyzer.findings import Diagnostic, FileResult, Profile
+from speedlint.analyzer.discovery import Discovery, ExcludesFor, discover, resolve_folder
+from speedlint.analyzer.findings import Diagnostic, FileResult, Finding, Profile
 from speedlint.analyzer.registry import SelectionError, select_codes, select_rules, validate_selectors
 from speedlint.analyzer.sources import Source
 
 if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.program.seeds import FileSeeds
+    from speedlint.analyzer.project_scope import ProjectScope
     from speedlint.analyzer.rule import Rule
 
 
@@ -154,7 +156,7 @@ class RunResult:
     profile: Optional[Profile] = None
 
     @property
-    def findings(self):
+    def findings(self) -> List[Finding]:
         return [f for r in self.files for f in r.findings]
 
     @property
@@ -173,18 +175,18 @@ def display_path(path: Path) -> str:
         return name
 
 
-def excludes_for(resolver: SettingsResolver):
+def excludes_for(resolver: SettingsResolver) -> ExcludesFor:
     """For discovery: the exclude patterns of the config that applies in a folder, and their root."""
     from speedlint.analyzer.discovery import exclude_patterns
 
-    def lookup(folder: Path):
+    def lookup(folder: Path) -> Tuple[Tuple[str, ...], Path]:
         s = resolver.for_directory(folder)
         return exclude_patterns(s.exclude, s.extend_exclude), Path(s.root) if s.root else Path.cwd()
 
     return lookup
 
 
-def collect_files(paths: Sequence[str], resolver: SettingsResolver, force_exclude: bool = False):
+def collect_files(paths: Sequence[str], resolver: SettingsResolver, force_exclude: bool = False) -> Discovery:
     return discover(paths, force_exclude=force_exclude, excludes_for=excludes_for(resolver))
 
 
@@ -213,7 +215,7 @@ def check_paths(
     return result
 
 
-def program_scope(paths: Sequence[str], files: Sequence[Tuple[Path, str]], resolver: SettingsResolver):
+def program_scope(paths: Sequence[str], files: Sequence[Tuple[Path, str]], resolver: SettingsResolver) -> Optional[ProjectScope]:
     """The program around the named `files` (`project_scope`): None when they are it already."""
     from speedlint.analyzer.project_scope import project_scope
 
@@ -224,7 +226,7 @@ def collect_config_files(paths: Sequence[str], resolver: SettingsResolver) -> Li
     """The training config files beside the checked Python files (`configs.discovery`)."""
     from speedlint.analyzer.configs.discovery import discover_config_files, globs_of
 
-    def globs_for(folder: Path):
+    def globs_for(folder: Path) -> Tuple[Tuple[str, ...], Path]:
         s = resolver.for_directory(folder)
         return globs_of(s.config_files), Path(s.root) if s.root else Path.cwd()
 
@@ -316,7 +318,7 @@ def check_stdin(text: str, filename: str, resolver: SettingsResolver, use_cache:
     return RunResult(files=[res])
 
 
-def stdin_seeds(text: str, filename: str, resolver: SettingsResolver, use_cache: bool):
+def stdin_seeds(text: str, filename: str, resolver: SettingsResolver, use_cache: bool) -> Optional[FileSeeds]:
     """The whole-program seeds of a buffer named `filename` (None when it names no project)."""
     from speedlint.analyzer.buffer_program import buffer_seeds
 

@@ -79,13 +79,17 @@ class _Apply(cst.CSTTransformer):
         super().__init__()
         self.e = edits
 
-    def on_leave(self, original_node, updated_node):
-        updated = super().on_leave(original_node, updated_node)
+    # (LibCST types `on_leave` as giving back a node of the type it left: a replacement may be of another type)
+    def on_leave(  # type: ignore[override]
+        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
+    ) -> Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel[cst.CSTNode]]:
+        # (this class defines no `leave_*` method: LibCST's stubs give back `updated_node`, a node)
+        updated = cast(cst.CSTNode, super().on_leave(original_node, updated_node))
         r = self.e.replace.get(original_node)
         if r is not None:
             updated = r(updated) if callable(r) else r
         if isinstance(original_node, (cst.IndentedBlock, cst.Module)) and type(updated) is type(original_node):
-            updated = self._rebuild(original_node, updated)
+            updated = self._rebuild(original_node, cast(Block, updated))  # (of the same type as `original_node`)
         return updated
 
     def _rebuild(self, orig: Block, updated: Block) -> Block:

@@ -289,8 +289,12 @@ class _Apply(cst.CSTTransformer):
         self.guard_from = module_plan.guard_from
         self.columns = module_plan.columns
 
-    def on_leave(self, original_node, updated_node):
-        updated_node = super().on_leave(original_node, updated_node)
+    # (LibCST types `on_leave` as giving back a node of the type it left: a replacement may be of another type)
+    def on_leave(  # type: ignore[override]
+        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
+    ) -> Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel[cst.CSTNode]]:
+        # (`leave_Module` gives back a module, LibCST's other `leave_*` stubs `updated_node`: a node)
+        updated_node = cast(cst.CSTNode, super().on_leave(original_node, updated_node))
         if original_node in self.replace:
             return self.replace[original_node]
         if original_node in self.add:

@@ -84,7 +84,7 @@ def _install_torch_hooks() -> None:
     warmup = _config["warmup"]
     total = warmup + _config["steps"]
 
-    def step_hook(optimizer, args, kwargs):
+    def step_hook(optimizer: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
         step = len(STATE["step_times"]) + 1
         if (step == warmup or step == total) and torch.cuda.is_initialized():
             # The rate is measured between these two steps' timestamps: on a GPU, the work
@@ -107,7 +107,7 @@ def _install_torch_hooks() -> None:
 
     original_backward = torch.autograd.backward
 
-    def backward(tensors, *args, **kwargs):
+    def backward(tensors: Any, *args: Any, **kwargs: Any) -> None:
         t = tensors[0] if isinstance(tensors, (list, tuple)) and len(tensors) == 1 else tensors
         if isinstance(t, torch.Tensor) and t.numel() == 1:
             entry = _scaled.pop(id(t), None)
@@ -123,7 +123,7 @@ def _install_torch_hooks() -> None:
 
         original_scale = GradScaler.scale
 
-        def scale(self, outputs):
+        def scale(self: Any, outputs: Any) -> Any:
             result = original_scale(self, outputs)
             if isinstance(outputs, torch.Tensor) and isinstance(result, torch.Tensor):
                 STATE["amp_scaler"] = True
@@ -138,7 +138,7 @@ def _install_torch_hooks() -> None:
 
     original_next = dl._BaseDataLoaderIter.__next__
 
-    def timed_next(self):
+    def timed_next(self: Any) -> Any:
         t0 = time.perf_counter()
         try:
             return original_next(self)
@@ -149,7 +149,7 @@ def _install_torch_hooks() -> None:
 
     original_init = dl._MultiProcessingDataLoaderIter.__init__
 
-    def init(self, *args, **kwargs):
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
         _iters.add(self)
 
@@ -171,7 +171,7 @@ class _TorchWatcher:
         loader = spec.loader
         original_exec = loader.exec_module
 
-        def exec_module(module):
+        def exec_module(module: ModuleType) -> None:
             original_exec(module)
             try:
                 _install_torch_hooks()

@@ -11,7 +11,7 @@ import ast
 import re
 import weakref
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Set, Tuple, Union, cast
+from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple, Union, cast
 
 import libcst as cst
 
@@ -96,7 +96,9 @@ class _BindingIndex(cst.CSTVisitor):
                 return a
         return None
 
-    def _add(self, target: cst.BaseExpression, make, scope: Scope, path: Tuple[int, ...] = ()) -> None:
+    def _add(
+        self, target: cst.BaseExpression, make: Callable[[Tuple[int, ...]], Binding], scope: Scope, path: Tuple[int, ...] = ()
+    ) -> None:
         if isinstance(target, cst.Name):
             self.binds.setdefault((scope, target.value), []).append(make(path))
         elif isinstance(target, (cst.Tuple, cst.List)):

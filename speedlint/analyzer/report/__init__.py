@@ -12,10 +12,16 @@ import json
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, TextIO, Type
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, TextIO, Tuple, Type
 
 from speedlint.analyzer.report.terminal import Terminal
 from speedlint.analyzer.report.text import concise_lines, print_full, print_statistics
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.findings import Diagnostic, Finding, Profile
+    from speedlint.analyzer.fixdriver import FixRun
+    from speedlint.analyzer.rule import Rule
+    from speedlint.analyzer.runner import RunResult
 
 FORMATS = ("full", "concise", "json", "sarif", "github", "markdown")
 FIX_FORMATS = ("full", "markdown")
@@ -31,14 +37,14 @@ def _output(output_file: Optional[Path]) -> Iterator[TextIO]:
         yield fh
 
 
-def _exit_code(result) -> int:
+def _exit_code(result: RunResult) -> int:
     if any(d.kind in ("internal-error",) for d in result.diagnostics):
         return 2
-    return 1 if (result.findings or [d for d in result.diagnostics if d.kind != "warning"]) else 0
+    return 1 if (result.findings or any(d.kind != "warning" for d in result.diagnostics)) else 0
 
 
 def emit_check(
-    result,
+    result: RunResult,
     output_format: str = "full",
     output_file: Optional[Path] = None,
     quiet: bool = False,
@@ -70,8 +76,8 @@ def emit_check(
         elif output_format == "sarif":
             from speedlint.analyzer.report.sarif import sarif_document
 
-            sources = {r.path: r.source for r in result.files if r.findings}
-            out.write(json.dumps(sarif_document(findings, diagnostics, sources), indent=2) + "\n")
+            texts = {r.path: r.source for r in result.files if r.findings}
+            out.write(json.dumps(sarif_document(findings, diagnostics, texts), indent=2) + "\n")
         elif output_format == "github":
             from speedlint.analyzer.report.github import github_lines
 
@@ -86,7 +92,7 @@ def emit_check(
     return _exit_code(result)
 
 
-def statistics_json(findings) -> List[Dict[str, Any]]:
+def statistics_json(findings: Sequence[Finding]) -> List[Dict[str, Any]]:
     """`--statistics --output-format json`: one object per rule, most frequent first."""
     from collections import Counter
 
@@ -98,7 +104,7 @@ def statistics_json(findings) -> List[Dict[str, Any]]:
     ]
 
 
-def finding_json(f) -> Dict[str, Any]:
+def finding_json(f: Finding) -> Dict[str, Any]:
     fix = None
     if f.fix is not None:
         fix = {
@@ -113,7 +119,7 @@ def finding_json(f) -> Dict[str, Any]:
                 for e in f.edits
             ],
         }
-    out = {
+    out: Dict[str, Any] = {
         "code": f.code,
         "name": f.name,
         "message": f.message,
@@ -136,14 +142,14 @@ def finding_json(f) -> Dict[str, Any]:
     return out
 
 
-def _hop_json(hop) -> Dict[str, Any]:
+def _hop_json(hop: Tuple[Any, ...]) -> Dict[str, Any]:
     out = {"filename": hop[0], "location": {"row": hop[1]}, "call": hop[2]}
     if len(hop) > 3:
         out["cell"] = hop[3]
     return out
 
 
-def json_document(findings, diagnostics) -> Dict[str, Any]:
+def json_document(findings: Sequence[Finding], diagnostics: Sequence[Diagnostic]) -> Dict[str, Any]:
     return {
         "version": 1,
         "findings": [finding_json(f) for f in sorted(findings, key=lambda x: x.sort_key())],
@@ -154,7 +160,7 @@ def json_document(findings, diagnostics) -> Dict[str, Any]:
 PROFILE_PHASES = ("read", "cache", "pre-filter", "parse", "providers", "rules", "positions", "fixes", "suppressions")
 
 
-def profile_lines(profile) -> List[str]:
+def profile_lines(profile: Profile) -> List[str]:
     """The `--profile-rules` report as plain lines (phases in pipeline order, then rules by time)."""
     total = sum(profile.phases.values()) or 1e-9
     head = f"Profile: {profile.files} files, {profile.cached} from cache, {profile.parsed} parsed"
@@ -173,13 +179,13 @@ def profile_lines(profile) -> List[str]:
     return lines
 
 
-def print_profile(profile) -> None:
+def print_profile(profile: Profile) -> None:
     sys.stdout.flush()
     sys.stderr.write("\n".join(profile_lines(profile)) + "\n")
 
 
 # -- fix -------------------------------------------------------------------------------------
-def _fix_exit_code(run, apply: bool) -> int:
+def _fix_exit_code(run: FixRun, apply: bool) -> int:
     failed = ("internal-error", "write-error")
     if run.missing or any(d.kind in failed for o in run.outcomes for d in o.diagnostics) or any(d.kind in failed for d in run.diagnostics):
         return 2
@@ -189,7 +195,7 @@ def _fix_exit_code(run, apply: bool) -> int:
 
 
 def emit_fix(
-    run,
+    run: FixRun,
     apply: bool,
     output_format: str = "full",
     output_file: Optional[Path] = None,
@@ -262,7 +268,7 @@ def emit_rules(rules: Sequence[Type], output_format: str = "full") -> None:
     Terminal(sys.stdout).render(table)
 
 
-def explain_markdown(rule) -> str:
+def explain_markdown(rule: Type[Rule]) -> str:
     """A rule's documentation as Markdown: its title, status, fix and impact record, then its
     docs (what `speedlint explain` shows; the language server's hover shortens it)."""
     header = f"# {rule.code} ({rule.name})\n\n"
@@ -273,7 +279,7 @@ def explain_markdown(rule) -> str:
     return header + meta + rule.docs()
 
 
-def emit_explain(rule) -> None:
+def emit_explain(rule: Type[Rule]) -> None:
     """A rule's documentation: rendered on a terminal; elsewhere its Markdown source, as written
     (no wrapping, code blocks intact: it reads, greps and pastes as it is)."""
     term = Terminal(sys.stdout)

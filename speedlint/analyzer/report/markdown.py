@@ -18,13 +18,18 @@ import shlex
 import textwrap
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Type
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence, Tuple, Type
 
 from speedlint.analyzer.diffkeys import unified_diff
 from speedlint.analyzer.report.ranking import EPOCH, EVAL, PLACE_WORDS, Gain, from_training, gain_of, group_key, rank_key, runs_where, typical_text
 from speedlint.analyzer.report.text import fix_counts, ranked_by_rule
 from speedlint.analyzer.rule import HIGH, LEVEL_NAMES, LOW, MEDIUM, UNSAFE, Diagnostic, Finding, Rule
 from speedlint.analyzer.sources import source_lines
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.findings import FixOutcome
+    from speedlint.analyzer.fixdriver import FixRun
+    from speedlint.analyzer.runner import RunResult
 
 #: Findings shown in full (the costliest first, at most PER_RULE of one rule); the rest go to a table.
 FULL_LIMIT = 20
@@ -421,7 +426,7 @@ VERIFY_NOTE = (
 
 
 # -- check -----------------------------------------------------------------------------------------
-def check_document(result, paths: Sequence[str] = (".",)) -> str:
+def check_document(result: RunResult, paths: Sequence[str] = (".",)) -> str:
     """The review document for a check result."""
     rules = _rules()
     findings = list(result.findings)
@@ -500,14 +505,14 @@ def check_document(result, paths: Sequence[str] = (".",)) -> str:
 
 
 # -- fix -------------------------------------------------------------------------------------------
-def _fix_rows(outcomes) -> List[List[str]]:
+def _fix_rows(outcomes: Sequence[FixOutcome]) -> List[List[str]]:
     rows = []
     for o in outcomes:
         rows.append([code_span(o.path), str(len(o.applied)), _counted(f.code for f in o.applied)])
     return rows
 
 
-def _applied_items(outcome) -> List[str]:
+def _applied_items(outcome: FixOutcome) -> List[str]:
     titles = Counter((f.code, f.name, f.fix.title if f.fix else "", _fix_kind(f)) for f in outcome.applied)
     return [
         f"- {code} {code_span(name)}: {inline(title)} ({kind}{f', ×{n}' if n > 1 else ''})"
@@ -515,7 +520,7 @@ def _applied_items(outcome) -> List[str]:
     ]
 
 
-def fix_document(run, apply: bool, paths: Sequence[str] = (".",)) -> str:
+def fix_document(run: FixRun, apply: bool, paths: Sequence[str] = (".",)) -> str:
     """`speedlint fix --output-format markdown`: the diffs (preview) or what was written (--apply)."""
     changed = run.changed if not apply else [o for o in run.changed if o.path in run.written]
     n = sum(len(o.applied) for o in changed)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Optional, TextIO
+from typing import TYPE_CHECKING, Callable, Optional, TextIO
 
 from speedlint.analyzer.report.terminal import Terminal
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.harness.verify import Side, VerifyResult
 
 VERDICT_STYLE = {
     "verified-faster": "bold green",
@@ -17,7 +20,7 @@ VERDICT_STYLE = {
 }
 
 
-def progress_printer(enabled: bool = True):
+def progress_printer(enabled: bool = True) -> Callable[[str], None]:
     """A progress callback for `verify()`: one dim line per run, on stderr."""
     term = Terminal(sys.stderr)
 
@@ -28,7 +31,7 @@ def progress_printer(enabled: bool = True):
     return say
 
 
-def _rate(side) -> str:
+def _rate(side: Optional[Side]) -> str:
     if side is None or side.median is None:
         return "-"
     if len(side.rates) > 1:
@@ -36,13 +39,13 @@ def _rate(side) -> str:
     return f"{side.median:.2f}"
 
 
-def _share(side) -> str:
+def _share(side: Optional[Side]) -> str:
     if side is None or side.data_wait_share is None:
         return "-"
     return f"{side.data_wait_share:.0%}"
 
 
-def print_verify(result, out: Optional[TextIO] = None) -> None:
+def print_verify(result: VerifyResult, out: Optional[TextIO] = None) -> None:
     from rich.table import Table
 
     console = Terminal(out or sys.stdout).console
@@ -91,7 +94,7 @@ def print_verify(result, out: Optional[TextIO] = None) -> None:
     console.print(f"[{style}]{result.verdict}[/{style}]: {result.reason} (exit {result.exit_code})")
 
 
-def emit_verify(result, as_json: bool = False) -> int:
+def emit_verify(result: VerifyResult, as_json: bool = False) -> int:
     """Print a verification result; returns its exit code."""
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
@@ -100,7 +103,7 @@ def emit_verify(result, as_json: bool = False) -> int:
     return int(result.exit_code)
 
 
-def emit_fix_verify_refusal(result) -> None:
+def emit_fix_verify_refusal(result: VerifyResult) -> None:
     Terminal(sys.stderr).console.print(
         f"[bold red]speedlint fix: not applied[/bold red]: verification verdict is {result.verdict}"
         + (" (slower)" if result.verdict == "equivalent-not-faster" and result.slower else "")

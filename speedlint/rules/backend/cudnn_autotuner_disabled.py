@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import List, Optional, Set
+from typing import TYPE_CHECKING, List, Optional, Set
 
 import libcst as cst
 
@@ -13,6 +13,9 @@ from speedlint.analyzer.providers.frameworks import TrainerRun, trainer_runs
 from speedlint.analyzer.providers.loaders import one_site
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, Fix, Impact, Rule
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.providers.configs import ConfigSite
 
 BENCHMARK = "torch.backends.cudnn.benchmark"
 DETERMINISTIC = "torch.backends.cudnn.deterministic"
@@ -186,7 +189,7 @@ class CudnnAutotunerDisabled(Rule):
                 shown = "`cudnn.deterministic = True`" if literal else f"`cudnn.deterministic = {value}` {source}"
                 self._check(node, f"{shown} restricts cuDNN to deterministic (often slower) algorithms", site)
 
-    def _config_site(self, expr: cst.BaseExpression):
+    def _config_site(self, expr: cst.BaseExpression) -> Optional[ConfigSite]:
         """The config-file line a setting's value comes from (the finding goes there), if one."""
         traced = self.ctx.config_values.resolve(expr)
         if traced is None or traced.kind != "config" or not traced.config:
@@ -216,7 +219,7 @@ class CudnnAutotunerDisabled(Rule):
             return bool(traced.options[0])
         return None
 
-    def _check(self, node: cst.Assign, message: str, site=None) -> None:
+    def _check(self, node: cst.Assign, message: str, site: Optional[ConfigSite] = None) -> None:
         if not self._on_gpu or not self._conv_training_script:
             return
         if not self._unconditional(node, set()):

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import os
 import re
-from typing import List, Optional, Sequence, Union, cast
+from typing import TYPE_CHECKING, List, Optional, Sequence, Union, cast
 
 import libcst as cst
 
 from speedlint.analyzer.fixes import remove_fix
 from speedlint.analyzer.providers.frameworks import trainer_runs
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, MEDIUM, UNSAFE, Fix, Impact, Rule
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.context import FileContext
+    from speedlint.analyzer.providers.training import TorchFacts
+    from speedlint.analyzer.providers.values import KwArg
 
 ANOMALY_SET = ("torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly")
 ANOMALY_CM = ("torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly")
@@ -38,16 +43,16 @@ def _is_test_code(path: str, fn: Optional[cst.FunctionDef]) -> bool:
     return fn is not None and fn.name.value.startswith("test_")
 
 
-def _profiler_on(ctx, kw) -> bool:
+def _profiler_on(ctx: FileContext, kw: KwArg) -> bool:
     """`profiler="simple"`/`"advanced"`/`"pytorch"` or a profiler object, on every path."""
     value = kw.value
     if value is not None and value.options:
         return all(isinstance(v, str) and v for v in value.options)
-    expr = kw.node.value
+    expr = cast(cst.Arg, kw.node).value  # (the caller checks that it is an argument)
     return isinstance(expr, cst.Call) and (ctx.qualname(expr.func) or "").rsplit(".", 1)[-1].endswith("Profiler")
 
 
-def _is_debug_helper(facts, fn: Optional[cst.FunctionDef]) -> bool:
+def _is_debug_helper(facts: TorchFacts, fn: Optional[cst.FunctionDef]) -> bool:
     """A function whose name says it is there to debug, check or profile: deliberate, not a leftover."""
     while fn is not None:
         if DEBUG_NAME.search(fn.name.value):

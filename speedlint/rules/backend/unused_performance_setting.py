@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Tuple, Union
 
 import libcst as cst
 
 from speedlint.analyzer.providers.configs import ConfigSite
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, Fix, Impact, Rule, Status
 from speedlint.analyzer.settings_use import ACCUMULATION, COMPILE, LOADING, PRECISION, SEEDS_KEY, unused_options_alone
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.context import FileContext
 
 
 def _what_happens(name: str) -> str:
@@ -97,7 +100,7 @@ class UnusedPerformanceSetting(Rule):
     #: the text filter and the seeds decide (the program's reads are not in the file's `ast`)
     ast_precondition = staticmethod(lambda facts: True)
 
-    def __init__(self, ctx) -> None:
+    def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         seeds = ctx.seeds
         if seeds is not None and SEEDS_KEY in seeds.project:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import List, Optional, cast
+from typing import TYPE_CHECKING, List, Optional, cast
 
 import libcst as cst
 
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, MEDIUM, SAFE, Fix, Impact, Rule
 from speedlint.analyzer.providers.loaders import loader_facts
 from speedlint.analyzer.providers import walk
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.context import FileContext
 
 _SIZE_ATTRS = ("shape", "size", "dtype", "ndim", "dim", "numel")
 
@@ -176,7 +179,7 @@ class DataLoaderMaterialized(Rule):
             impact=self._impact(when),
         )
 
-    def _impact(self, when: str):
+    def _impact(self, when: str) -> Impact:
         return self.impact.with_level(HIGH) if "step" in when else self.impact
 
     def _uses(self, var: cst.Name, assign: cst.CSTNode) -> List[cst.Name]:
@@ -202,12 +205,12 @@ def _names(target: cst.BaseExpression) -> List[cst.Name]:
     return []
 
 
-def _in_len(ctx, name: cst.Name) -> bool:
+def _in_len(ctx: FileContext, name: cst.Name) -> bool:
     parent = ctx.torch.parent(name)
     return isinstance(parent, cst.Arg) and _is_call(ctx.torch.parent(parent), "len")
 
 
-def _size_read(ctx, node: cst.CSTNode) -> bool:
+def _size_read(ctx: FileContext, node: cst.CSTNode) -> bool:
     """`node` (after indexing) is only read for `.shape`/`.size()`/`len(...)`."""
     child = node
     for _ in range(6):

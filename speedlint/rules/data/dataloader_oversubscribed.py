@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 import libcst as cst
 
@@ -15,6 +15,9 @@ from speedlint.analyzer.providers.loaders import (
 )
 from speedlint.analyzer.providers.worker_counts import uncapped_cpu_count
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, Fix, Impact, Rule, Status
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.context import FileContext
 
 CAP = "min(8, (os.cpu_count() or 1) // local_world_size)"
 
@@ -83,7 +86,7 @@ class DataLoaderOversubscribed(Rule):
     triggers = ("cpu_count", "sched_getaffinity")
     ast_precondition = staticmethod(lambda facts: may_build_loader(facts) and facts.calls_any("cpu_count", "sched_getaffinity"))
 
-    def __init__(self, ctx) -> None:
+    def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._uncapped: Optional[List[Tuple[cst.Call, cst.CSTNode, cst.Call]]] = None
 

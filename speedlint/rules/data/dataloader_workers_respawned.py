@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional, cast
+from typing import TYPE_CHECKING, Optional, cast
 
 import libcst as cst
 
@@ -15,7 +15,10 @@ from speedlint.analyzer.providers.worker_counts import cpu_count_workers
 from speedlint.analyzer.providers.anchors import keyword_anchor
 from speedlint.analyzer.providers.loaders import code_site as _code_site, LOADER_TRIGGERS, config_site, is_dataloader, kwarg, loader_facts, loader_kind, may_build_loader
 from speedlint.analyzer.providers.default_sites import default_site, report_default
-from speedlint.analyzer.providers.values import Value
+from speedlint.analyzer.providers.values import KwArg, Value
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.context import FileContext
 
 
 class DataLoaderWorkersRespawned(Rule):
@@ -162,7 +165,7 @@ class DataLoaderWorkersRespawned(Rule):
             return unit
         return None
 
-    def _fix(self, call: cst.Call, workers, persistent) -> Optional[Fix]:
+    def _fix(self, call: cst.Call, workers: KwArg, persistent: KwArg) -> Optional[Fix]:
         from speedlint.analyzer.fixes import keywords_edit
 
         ctx = self.ctx
@@ -196,7 +199,7 @@ def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _single_pass(ctx, loop: cst.For) -> bool:
+def _single_pass(ctx: FileContext, loop: cst.For) -> bool:
     """`for epoch in range(1)` / `range(args.epochs)` with a default of 1."""
     it = loop.iter
     if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range" and len(it.args) == 1:

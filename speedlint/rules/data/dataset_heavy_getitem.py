@@ -530,7 +530,7 @@ def _transform_class(q: str) -> Optional[str]:
     return None
 
 
-def _is_dataset_class(ctx, cls: cst.ClassDef) -> bool:
+def _is_dataset_class(ctx: FileContext, cls: cst.ClassDef) -> bool:
     """A class with a dataset base (`Dataset`, `IterableDataset`, a project `*Dataset`) or a
     `__getitem__`: one object serves every sample."""
     for base in cls.bases:
@@ -540,7 +540,7 @@ def _is_dataset_class(ctx, cls: cst.ClassDef) -> bool:
     return any(isinstance(s, cst.FunctionDef) and s.name.value in ROOTS for s in cls.body.body)
 
 
-def _memoizes(ctx, decorator: cst.BaseExpression) -> bool:
+def _memoizes(ctx: FileContext, decorator: cst.BaseExpression) -> bool:
     """`@functools.lru_cache(...)`, `@lru_cache`, `@functools.cache`."""
     target = decorator.func if isinstance(decorator, cst.Call) else decorator
     if not isinstance(target, (cst.Name, cst.Attribute)):
@@ -548,7 +548,7 @@ def _memoizes(ctx, decorator: cst.BaseExpression) -> bool:
     return (ctx.qualname(target) or dotted(target) or "") in MEMOIZERS
 
 
-def _memory_cache_miss(ctx, node: cst.CSTNode, fn: Optional[cst.FunctionDef]) -> Optional[str]:
+def _memory_cache_miss(ctx: FileContext, node: cst.CSTNode, fn: Optional[cst.FunctionDef]) -> Optional[str]:
     """"memory" when `node` runs on a miss of an in-memory cache (`if key in self.cache:` ...
     `else:`, or the body of `if key not in self.cache:`), else None."""
     child = node
@@ -570,7 +570,7 @@ def _memory_cache_miss(ctx, node: cst.CSTNode, fn: Optional[cst.FunctionDef]) ->
     return None
 
 
-def _option_tests(ctx, node: cst.CSTNode, fn: cst.FunctionDef) -> Dict[str, bool]:
+def _option_tests(ctx: FileContext, node: cst.CSTNode, fn: cst.FunctionDef) -> Dict[str, bool]:
     """The `if self.<option>:` / `if not self.<option>:` tests around `node` in `fn`: option ->
     whether `node` runs when the option is set."""
     found: Dict[str, bool] = {}
@@ -599,7 +599,7 @@ def _option_tests(ctx, node: cst.CSTNode, fn: cst.FunctionDef) -> Dict[str, bool
     return found
 
 
-def _repeated(ctx, node: cst.CSTNode, fn: cst.FunctionDef) -> bool:
+def _repeated(ctx: FileContext, node: cst.CSTNode, fn: cst.FunctionDef) -> bool:
     """`node` runs once per item in `fn`: in a loop or a comprehension there."""
     if ctx.torch.in_loop(node) is not None:
         return True
@@ -618,7 +618,7 @@ def _leaves(body: cst.BaseSuite) -> bool:
     return isinstance(last, cst.SimpleStatementLine) and bool(last.body) and isinstance(last.body[-1], (cst.Return, cst.Raise, cst.Continue))
 
 
-def _defaults_off(ctx, init: cst.FunctionDef, option: str) -> bool:
+def _defaults_off(ctx: FileContext, init: cst.FunctionDef, option: str) -> bool:
     """`self.<option> = <param>` in `__init__` with that parameter defaulting to False/None/0."""
     for stmt in _assignments(init):
         for t in stmt.targets:
@@ -733,7 +733,7 @@ class _Plain(cst.CSTVisitor):
 
 
 class _CallNames(cst.CSTVisitor):
-    def __init__(self, ctx) -> None:
+    def __init__(self, ctx: FileContext) -> None:
         super().__init__()
         self.ctx = ctx
         self.names: Set[str] = set()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Set, Tuple, Union
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple, Union, cast
 
 import libcst as cst
 
@@ -11,6 +11,9 @@ from speedlint.analyzer.context import FileContext
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, MEDIUM, SAFE, Fix, Impact, Rule
 from speedlint.analyzer.providers import walk
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.providers.training import TorchFacts
 
 #: Concatenations whose `f([x, y]) ... f([x, z])` chain equals one `f([x, y, z])`.
 CONCAT = (
@@ -224,7 +227,7 @@ class CatInLoop(Rule):
                 found.append(_Occurrence(occ, self._kind(occ, target, facts)))
         return found
 
-    def _kind(self, occ: cst.CSTNode, target: Target, facts) -> str:
+    def _kind(self, occ: cst.CSTNode, target: Target, facts: TorchFacts) -> str:
         parent = facts.parent(occ)
         if self._operand_of_another_grow(occ, target, facts):
             return "other-grow"  # grown in several branches of the loop
@@ -252,11 +255,11 @@ class CatInLoop(Rule):
                 return "meta"
         return "read"
 
-    def _operand_of_another_grow(self, occ: cst.CSTNode, target: Target, facts) -> bool:
+    def _operand_of_another_grow(self, occ: cst.CSTNode, target: Target, facts: TorchFacts) -> bool:
         """`x` read by another `x = cat([x, y])` / `x = np.append(x, y)` of the same loop."""
-        node = occ
+        node: Optional[cst.CSTNode] = occ
         for _ in range(4):  # Name -> Element -> List -> Arg -> Call
-            node = facts.parent(node)
+            node = facts.parent(cast(cst.CSTNode, node))  # (a node: the test below returns on anything else)
             if isinstance(node, cst.Call):
                 assign = facts.parent(node)
                 return (
@@ -442,7 +445,7 @@ def _tiny_loop(loop: cst.CSTNode) -> bool:
     return False
 
 
-def _is_store(facts, element: cst.CSTNode) -> bool:
+def _is_store(facts: TorchFacts, element: cst.CSTNode) -> bool:
     node = element
     for a in facts.ancestors(element):
         if isinstance(a, cst.AssignTarget):
@@ -524,12 +527,15 @@ class _Collector(cst.CSTVisitor):
 
 
 class _Swap(cst.CSTTransformer):
-    def __init__(self, mapping) -> None:
+    def __init__(self, mapping: Dict[cst.CSTNode, cst.CSTNode]) -> None:
         super().__init__()
         self.mapping = mapping
 
-    def on_leave(self, original_node, updated_node):
-        return self.mapping.get(original_node, updated_node)
+    def on_leave(
+        self, original_node: cst.CSTNodeT, updated_node: cst.CSTNodeT
+    ) -> Union[cst.CSTNodeT, cst.RemovalSentinel, cst.FlattenSentinel[cst.CSTNodeT]]:
+        # (a swapped node may be of another kind, an `Expr` for an `Assign`: libcst's typing cannot say so)
+        return cast(cst.CSTNodeT, self.mapping.get(original_node, updated_node))
 
 
 class _Assigned(cst.CSTVisitor):

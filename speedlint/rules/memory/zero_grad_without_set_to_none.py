@@ -292,7 +292,7 @@ class ZeroGradWithoutSetToNone(Rule):
         return False
 
 
-def _grad_reads(ctx) -> Iterable[cst.Attribute]:
+def _grad_reads(ctx: FileContext) -> Iterable[cst.Attribute]:
     """Every `<expr>.grad` that reads a gradient (not `p.grad = None`, not `torch.autograd.grad`)."""
     facts = ctx.torch
     for node in facts.order:

@@ -551,7 +551,7 @@ def _strip_conversions(expr: cst.BaseExpression) -> cst.BaseExpression:
             return expr
 
 
-def _is_one_dim_test(test: cst.BaseExpression, text: str, ctx) -> bool:
+def _is_one_dim_test(test: cst.BaseExpression, text: str, ctx: FileContext) -> bool:
     """`x.dim() == 1`, `x.ndim == 1`, `len(x.shape) == 1`, `len(x.size()) == 1` for `x` written `text`."""
     if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Equal)):
         return False
@@ -733,7 +733,7 @@ class _Flow(cst.CSTVisitor):
 
 
 class _TensorUse(cst.CSTVisitor):
-    def __init__(self, ctx, name: str) -> None:
+    def __init__(self, ctx: FileContext, name: str) -> None:
         super().__init__()
         self.ctx = ctx
         self.name = name

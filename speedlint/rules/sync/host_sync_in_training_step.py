@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Dict, Iterator, List, Optional, Set, Tuple, cast
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Set, Tuple, cast
 
 import libcst as cst
 
@@ -18,6 +18,10 @@ from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.rule import DISPLAY_ONLY, HIGH, LOW, MEDIUM, Fix, Impact, Rule
 from speedlint.analyzer.vocabulary import COUNTER_NAME
 from speedlint.analyzer.providers.flow import CPU, Flow, flow
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.context import FileContext
+    from speedlint.analyzer.providers.training import TorchFacts
 
 _SYNC_METHODS = ("item", "cpu", "tolist", "numpy")
 _CONVERSIONS = ("float", "int", "bool", "str", "repr")
@@ -193,7 +197,7 @@ class HostSyncInTrainingStep(Rule):
         lambda facts: facts.may_use_gpu and (facts.may_have_training_step or facts.may_have_eval_loop)
     )
 
-    def __init__(self, ctx) -> None:
+    def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._flow: Optional[Flow] = None
         self._reported: Set[cst.CSTNode] = set()
@@ -863,7 +867,7 @@ class HostSyncInTrainingStep(Rule):
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 
-def _ancestors_within(facts, node: cst.CSTNode, boundary: cst.CSTNode) -> Iterator[cst.CSTNode]:
+def _ancestors_within(facts: TorchFacts, node: cst.CSTNode, boundary: cst.CSTNode) -> Iterator[cst.CSTNode]:
     for a in facts.ancestors(node):
         if a is boundary:
             return

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import List, Optional, Tuple, cast
+
 import libcst as cst
 
 from speedlint.analyzer.fixes import keyword_arg, with_keyword
-from speedlint.analyzer.rule import LOW, MEDIUM, SAFE, UNSAFE, Fix, Impact, Rule
+from speedlint.analyzer.rule import LOW, MEDIUM, SAFE, UNSAFE, Applicability, Fix, Impact, Rule
 from speedlint.analyzer.providers.flow import MAYBE_DEVICE, Move, flow
 from speedlint.analyzer.vocabulary import FACTORIES
 
@@ -135,7 +137,9 @@ class TensorCreatedThenMoved(Rule):
             return " in a loop"
         return ""
 
-    def _fixed(self, factory: cst.Call, move: Move, short: str, casts, scaled=None):
+    def _fixed(
+        self, factory: cst.Call, move: Move, short: str, casts: List[cst.Call], scaled: Optional[cst.BinaryOperation] = None
+    ) -> Tuple[cst.BaseExpression, Applicability]:
         # (a factory in arithmetic: the other operand may be a CPU tensor, which the device would refuse)
         applicability = SAFE if scaled is None else UNSAFE
         if move.method == "cuda":
@@ -155,14 +159,14 @@ class TensorCreatedThenMoved(Rule):
         requires_grad = keyword_arg(factory, "requires_grad")
         if requires_grad is not None and not (isinstance(requires_grad.value, cst.Name) and requires_grad.value.value == "False"):
             applicability = UNSAFE  # the result becomes a leaf that collects `.grad`
-        new = with_keyword(factory, "device", device)
+        new: cst.BaseExpression = with_keyword(factory, "device", device)
         if scaled is not None:
             new = scaled.with_changes(**{"left" if scaled.left is factory else "right": new})
-        for cast in reversed(casts):  # innermost first
-            new = cast.with_changes(func=cast.func.with_changes(value=new))
+        for conversion in reversed(casts):  # innermost first
+            new = conversion.with_changes(func=conversion.func.with_changes(value=new))
         if move.dtype is not None:
             if short in _EXACT and keyword_arg(factory, "dtype") is None and not casts and scaled is None:
-                new = with_keyword(new, "dtype", move.dtype)
+                new = with_keyword(cast(cst.Call, new), "dtype", move.dtype)  # (no cast, no arithmetic: the factory call)
             else:
                 new = cst.Call(
                     func=cst.Attribute(value=new, attr=cst.Name("to")),
