@@ -19,9 +19,8 @@ from speedlint.analyzer.report.text import concise_lines, print_full, print_stat
 
 if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.findings import Diagnostic, Finding, Profile
-    from speedlint.analyzer.fixdriver import FixRun
     from speedlint.analyzer.rule import Rule
-    from speedlint.analyzer.runner import RunResult
+    from speedlint.analyzer.report.inputs import CheckRun, FixesRun
 
 FORMATS = ("full", "concise", "json", "sarif", "github", "markdown")
 FIX_FORMATS = ("full", "markdown")
@@ -37,14 +36,14 @@ def _output(output_file: Optional[Path]) -> Iterator[TextIO]:
         yield fh
 
 
-def _exit_code(result: RunResult) -> int:
+def _exit_code(result: CheckRun) -> int:
     if any(d.kind in ("internal-error",) for d in result.diagnostics):
         return 2
     return 1 if (result.findings or any(d.kind != "warning" for d in result.diagnostics)) else 0
 
 
 def emit_check(
-    result: RunResult,
+    result: CheckRun,
     output_format: str = "full",
     output_file: Optional[Path] = None,
     quiet: bool = False,
@@ -185,7 +184,7 @@ def print_profile(profile: Profile) -> None:
 
 
 # -- fix -------------------------------------------------------------------------------------
-def _fix_exit_code(run: FixRun, apply: bool) -> int:
+def _fix_exit_code(run: FixesRun, apply: bool) -> int:
     failed = ("internal-error", "write-error")
     if run.missing or any(d.kind in failed for o in run.outcomes for d in o.diagnostics) or any(d.kind in failed for d in run.diagnostics):
         return 2
@@ -195,7 +194,7 @@ def _fix_exit_code(run: FixRun, apply: bool) -> int:
 
 
 def emit_fix(
-    run: FixRun,
+    run: FixesRun,
     apply: bool,
     output_format: str = "full",
     output_file: Optional[Path] = None,

@@ -28,8 +28,7 @@ from speedlint.analyzer.sources import source_lines
 
 if TYPE_CHECKING:  # pragma: no cover
     from speedlint.analyzer.findings import FixOutcome
-    from speedlint.analyzer.fixdriver import FixRun
-    from speedlint.analyzer.runner import RunResult
+    from speedlint.analyzer.report.inputs import CheckRun, FixesRun
 
 #: Findings shown in full (the costliest first, at most PER_RULE of one rule); the rest go to a table.
 FULL_LIMIT = 20
@@ -426,7 +425,7 @@ VERIFY_NOTE = (
 
 
 # -- check -----------------------------------------------------------------------------------------
-def check_document(result: RunResult, paths: Sequence[str] = (".",)) -> str:
+def check_document(result: CheckRun, paths: Sequence[str] = (".",)) -> str:
     """The review document for a check result."""
     rules = _rules()
     findings = list(result.findings)
@@ -520,7 +519,7 @@ def _applied_items(outcome: FixOutcome) -> List[str]:
     ]
 
 
-def fix_document(run: FixRun, apply: bool, paths: Sequence[str] = (".",)) -> str:
+def fix_document(run: FixesRun, apply: bool, paths: Sequence[str] = (".",)) -> str:
     """`speedlint fix --output-format markdown`: the diffs (preview) or what was written (--apply)."""
     changed = run.changed if not apply else [o for o in run.changed if o.path in run.written]
     n = sum(len(o.applied) for o in changed)

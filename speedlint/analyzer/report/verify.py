@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Callable, Optional, TextIO
 from speedlint.analyzer.report.terminal import Terminal
 
 if TYPE_CHECKING:  # pragma: no cover
-    from speedlint.harness.verify import Side, VerifyResult
+    from speedlint.analyzer.report.inputs import Side, Verification
 
 VERDICT_STYLE = {
     "verified-faster": "bold green",
@@ -45,7 +45,7 @@ def _share(side: Optional[Side]) -> str:
     return f"{side.data_wait_share:.0%}"
 
 
-def print_verify(result: VerifyResult, out: Optional[TextIO] = None) -> None:
+def print_verify(result: Verification, out: Optional[TextIO] = None) -> None:
     from rich.table import Table
 
     console = Terminal(out or sys.stdout).console
@@ -94,7 +94,7 @@ def print_verify(result: VerifyResult, out: Optional[TextIO] = None) -> None:
     console.print(f"[{style}]{result.verdict}[/{style}]: {result.reason} (exit {result.exit_code})")
 
 
-def emit_verify(result: VerifyResult, as_json: bool = False) -> int:
+def emit_verify(result: Verification, as_json: bool = False) -> int:
     """Print a verification result; returns its exit code."""
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
@@ -103,7 +103,7 @@ def emit_verify(result: VerifyResult, as_json: bool = False) -> int:
     return int(result.exit_code)
 
 
-def emit_fix_verify_refusal(result: VerifyResult) -> None:
+def emit_fix_verify_refusal(result: Verification) -> None:
     Terminal(sys.stderr).console.print(
         f"[bold red]speedlint fix: not applied[/bold red]: verification verdict is {result.verdict}"
         + (" (slower)" if result.verdict == "equivalent-not-faster" and result.slower else "")
