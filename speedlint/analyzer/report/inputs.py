@@ -5,7 +5,7 @@ and mypy checks each where it is handed over."""
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Protocol, Sequence
+from typing import Dict, List, Optional, Protocol, Sequence
 
 from speedlint.analyzer.findings import Diagnostic, FileResult, Finding, FixOutcome, Profile
 
@@ -13,12 +13,10 @@ from speedlint.analyzer.findings import Diagnostic, FileResult, Finding, FixOutc
 class CheckRun(Protocol):
     """A check of some paths (`runner.RunResult`)."""
 
-    @property
-    def files(self) -> Sequence[FileResult]: ...
-    @property
-    def missing(self) -> Sequence[str]: ...
-    @property
-    def profile(self) -> Optional[Profile]: ...
+    files: List[FileResult]
+    missing: List[str]
+    profile: Optional[Profile]
+
     @property
     def findings(self) -> List[Finding]: ...
     @property
@@ -28,12 +26,10 @@ class CheckRun(Protocol):
 class FixesRun(Protocol):
     """The fixes of some paths, shown or written (`fixdriver.FixRun`)."""
 
-    @property
-    def missing(self) -> Sequence[str]: ...
-    @property
-    def diagnostics(self) -> List[Diagnostic]: ...
-    @property
-    def written(self) -> Sequence[str]: ...
+    missing: List[str]
+    diagnostics: List[Diagnostic]
+    written: List[str]
+
     @property
     def outcomes(self) -> List[FixOutcome]: ...
     @property
@@ -43,83 +39,60 @@ class FixesRun(Protocol):
 class VerifiedFix(Protocol):
     """A fix applied in the verification's copy (`harness.verify.AppliedFix`)."""
 
-    @property
-    def path(self) -> str: ...
-    @property
-    def code(self) -> str: ...
-    @property
-    def title(self) -> str: ...
-    @property
-    def applicability(self) -> str: ...
-    @property
-    def line(self) -> int: ...
+    path: str
+    code: str
+    title: str
+    applicability: str
+    line: int
 
 
 class TimedRun(Protocol):
     """One run of the script (`harness.verify.RunResult`)."""
 
+    stderr_tail: str
+
     @property
     def failed(self) -> bool: ...
-    @property
-    def stderr_tail(self) -> str: ...
 
 
 class Side(Protocol):
     """The runs of one side, before or after (`harness.verify.Side`)."""
 
-    @property
-    def rates(self) -> Sequence[float]: ...
-    @property
-    def median(self) -> Optional[float]: ...
-    @property
-    def low(self) -> Optional[float]: ...
-    @property
-    def high(self) -> Optional[float]: ...
-    @property
-    def data_wait_share(self) -> Optional[float]: ...
-    @property
-    def steps(self) -> int: ...
+    rates: List[float]
+    median: Optional[float]
+    low: Optional[float]
+    high: Optional[float]
+    data_wait_share: Optional[float]
+    steps: int
 
 
 class Verification(Protocol):
     """A verification's result (`harness.verify.VerifyResult`)."""
 
-    @property
-    def verdict(self) -> str: ...
-    @property
-    def reason(self) -> str: ...
-    @property
-    def script(self) -> str: ...
-    @property
-    def args(self) -> Sequence[str]: ...
-    @property
-    def mode(self) -> str: ...
-    @property
-    def after_file(self) -> Optional[str]: ...
+    verdict: str
+    reason: str
+    script: str
+    args: List[str]
+    mode: str
+    after_file: Optional[str]
+    tolerance: float
+    tolerance_kind: str
+    speedup: Optional[float]
+    loss_steps_compared: int
+    loss_max_deviation: Optional[float]
+    loss_max_deviation_step: Optional[int]
+    settings: Dict[str, object]
+    notes: List[str]
+
+    # (read-only: the result's own types are the harness's, which only need these shapes)
     @property
     def fixes(self) -> Sequence[VerifiedFix]: ...
-    @property
-    def tolerance(self) -> float: ...
-    @property
-    def tolerance_kind(self) -> str: ...
-    @property
-    def speedup(self) -> Optional[float]: ...
     @property
     def before(self) -> Optional[Side]: ...
     @property
     def after(self) -> Optional[Side]: ...
     @property
-    def loss_steps_compared(self) -> int: ...
-    @property
-    def loss_max_deviation(self) -> Optional[float]: ...
-    @property
-    def loss_max_deviation_step(self) -> Optional[int]: ...
-    @property
     def runs(self) -> Sequence[TimedRun]: ...
-    @property
-    def settings(self) -> Mapping[str, object]: ...
-    @property
-    def notes(self) -> Sequence[str]: ...
     @property
     def exit_code(self) -> int: ...
     @property
