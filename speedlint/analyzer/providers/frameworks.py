@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import libcst as cst
 
@@ -26,6 +26,9 @@ from speedlint.analyzer.providers.configs import ConfigSite
 from speedlint.analyzer.providers.flow import flow
 from speedlint.analyzer.providers.names import dotted
 from speedlint.analyzer.providers.training import TorchFacts
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.context import FileContext
 
 
 def _written_bases(facts: TorchFacts, cls: cst.ClassDef) -> List[str]:
@@ -91,7 +94,7 @@ class TrainerRun:
     auto_device: bool = False
 
 
-def trainer_runs(ctx: Any) -> List[TrainerRun]:
+def trainer_runs(ctx: FileContext) -> List[TrainerRun]:
     """Every Lightning `Trainer`/`Fabric` construction of the file, with its precision and devices."""
     out: List[TrainerRun] = []
     facts: TorchFacts = ctx.torch
@@ -152,7 +155,7 @@ def _only_evaluates(facts: TorchFacts, call: cst.Call) -> bool:
     return "fit" not in uses and bool(uses & {"test", "validate", "predict"})
 
 
-def _major(ctx: Any, call: cst.Call, from_args: bool) -> Optional[int]:
+def _major(ctx: FileContext, call: cst.Call, from_args: bool) -> Optional[int]:
     if any(v.startswith("lightning.") or v == "lightning" for v in ctx.imports.aliases.values()):
         return 2
     if from_args or any(a.keyword is not None and a.keyword.value in lightning.ONE_X_ONLY for a in call.args):
@@ -160,7 +163,7 @@ def _major(ctx: Any, call: cst.Call, from_args: bool) -> Optional[int]:
     return None
 
 
-def _run(ctx: Any, call: cst.Call, cls: str, from_args: bool) -> TrainerRun:
+def _run(ctx: FileContext, call: cst.Call, cls: str, from_args: bool) -> TrainerRun:
     major = _major(ctx, call, from_args)
     values = ctx.values
     kw = values.kwarg(call, "precision")
@@ -204,7 +207,7 @@ def _all_full(options: Tuple[Any, ...]) -> Optional[bool]:
     return None  # mixed on some path (an opt-in flag), or not understood
 
 
-def _project_sets(ctx: Any, key: str) -> bool:
+def _project_sets(ctx: FileContext, key: str) -> bool:
     """A trainer config of the project (YAML `trainer:` blocks) or a launch command sets `key`."""
     seeds = ctx.seeds
     if seeds is None:
@@ -212,7 +215,7 @@ def _project_sets(ctx: Any, key: str) -> bool:
     return any(key in entry[2] for entry in seeds.project.get("trainer_configs") or ())
 
 
-def _may_use_gpu(ctx: Any, call: cst.Call, major: Optional[int], from_args: bool) -> bool:
+def _may_use_gpu(ctx: FileContext, call: cst.Call, major: Optional[int], from_args: bool) -> bool:
     values = ctx.values
     accelerator = values.kwarg(call, "accelerator")
     if accelerator.status == "value" and accelerator.value is not None and accelerator.value.all(lightning.is_cpu_accelerator):
@@ -264,7 +267,7 @@ class TrainerConfig:
         return ConfigSite(self.path, self.line, 0, 0, "", "empty", False, (), None, "yaml", "precision")
 
 
-def trainer_configs(ctx: Any) -> List[TrainerConfig]:
+def trainer_configs(ctx: FileContext) -> List[TrainerConfig]:
     """The trainer configs this file builds trainers from: Hydra trainer files for
     `hydra.utils.instantiate(cfg.trainer, ...)`, YAML `trainer:` blocks for
     `Trainer.from_argparse_args(namespace)` (a namespace filled from such a block) and
@@ -291,7 +294,7 @@ def trainer_configs(ctx: Any) -> List[TrainerConfig]:
     return out
 
 
-def trained_configs(ctx: Any, runs: List[TrainerRun]) -> List[TrainerConfig]:
+def trained_configs(ctx: FileContext, runs: List[TrainerRun]) -> List[TrainerConfig]:
     """`trainer_configs` when this file trains with them: it builds a trainer (`runs`, a Hydra
     `instantiate`, a `LightningCLI`) and fits it (a `.fit(` call, or the CLI's own); a trainer that
     only tests trains nothing."""
@@ -305,7 +308,7 @@ def trained_configs(ctx: Any, runs: List[TrainerRun]) -> List[TrainerConfig]:
 _UNKNOWN = object()
 
 
-def metric_constructor(ctx: Any, call: cst.Call) -> Optional[cst.Call]:
+def metric_constructor(ctx: FileContext, call: cst.Call) -> Optional[cst.Call]:
     """For `self.acc(preds, y)` / `self.acc.update(...)`: the torchmetrics constructor call that
     `self.acc` holds (the one assignment in its class), or None."""
     if "torchmetrics" not in ctx.source:
@@ -321,7 +324,7 @@ def metric_constructor(ctx: Any, call: cst.Call) -> Optional[cst.Call]:
     return built[0]
 
 
-def metric_sync(ctx: Any, call: cst.Call) -> Optional[str]:
+def metric_sync(ctx: FileContext, call: cst.Call) -> Optional[str]:
     """`self.acc(preds, y)` / `self.acc.update(...)` where `self.acc` is a torchmetrics metric
     whose update syncs with the host (`lightning.metric_sync`): the reason, or None."""
     ctor = metric_constructor(ctx, call)

@@ -11,14 +11,17 @@ tuple of types holding `torch.Tensor`) and `torch.is_tensor(v)`, negated or comb
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
 from speedlint.analyzer.providers.flow import flow
 
+if TYPE_CHECKING:  # pragma: no cover
+    from speedlint.analyzer.context import FileContext
 
-def tensor_test(ctx: Any, test: cst.BaseExpression, taken: bool) -> Optional[cst.Name]:
+
+def tensor_test(ctx: FileContext, test: cst.BaseExpression, taken: bool) -> Optional[cst.Name]:
     """The name `test` checks for being a tensor, when the branch runs only if it is one
     (`taken`: the body of `if test`; else its `else`): `isinstance(v, torch.Tensor)` (or a
     tuple of types with `torch.Tensor`), `torch.is_tensor(v)`, in an `and`, or negated."""
@@ -31,7 +34,7 @@ def tensor_test(ctx: Any, test: cst.BaseExpression, taken: bool) -> Optional[cst
     return _checked(ctx, test) if taken else None
 
 
-def not_tensor_test(ctx: Any, test: cst.BaseExpression, taken: bool) -> Optional[cst.Name]:
+def not_tensor_test(ctx: FileContext, test: cst.BaseExpression, taken: bool) -> Optional[cst.Name]:
     """The name `test` checks for being a tensor, when the branch runs only if it is not one:
     the `else` of `isinstance(v, torch.Tensor)`, the body of `not torch.is_tensor(v)`, an `or`
     whose sides all failed."""
@@ -44,7 +47,7 @@ def not_tensor_test(ctx: Any, test: cst.BaseExpression, taken: bool) -> Optional
     return None if taken else _checked(ctx, test)
 
 
-def _checked(ctx: Any, test: cst.BaseExpression) -> Optional[cst.Name]:
+def _checked(ctx: FileContext, test: cst.BaseExpression) -> Optional[cst.Name]:
     """The name a plain `isinstance(v, torch.Tensor)` / `torch.is_tensor(v)` call tests."""
     if not isinstance(test, cst.Call) or any(a.star or a.keyword is not None for a in test.args):
         return None
@@ -58,7 +61,7 @@ def _checked(ctx: Any, test: cst.BaseExpression) -> Optional[cst.Name]:
     return args[0] if isinstance(args[0], cst.Name) else None
 
 
-def known_not_tensor(ctx: Any, node: cst.Name) -> bool:
+def known_not_tensor(ctx: FileContext, node: cst.Name) -> bool:
     """Some `if`/conditional expression around `node` (in its function) runs this branch only
     when `node`'s name is not a tensor, and nothing in the branch binds that name again."""
     facts = ctx.torch
